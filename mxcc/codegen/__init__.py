@@ -1,0 +1,1 @@
+"""Lowering (Plan -> KernelCalls) and rendering (KernelCalls -> C source through Jinja)."""

@@ -1,0 +1,145 @@
+"""Lowering: Plan -> one KernelCall per fused group, holding only resolved constants and C names.
+
+Each anchor/opaque op lowers itself (`OpDef.lower`) given a LowerCtx; chains of elementwise ops are
+lowered here into one loop over the composed C expressions of their ops (`OpDef.c_expr`); a view that is a
+graph output becomes a copy. Templates then only print what is here (see render.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+
+from mxcc.codegen.cnames import unique_idents
+from mxcc.graph.ir import FusedGroup, Graph, Ref
+from mxcc.ops.base import EpilogueStep, Fusion, c_float
+from mxcc.plan import Location, Plan
+from mxcc.types import TensorType
+
+PARALLEL_MIN_ELEMENTS = 1 << 15   # below this an OpenMP fork costs more than the loop
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A pointer local of a kernel function: `float *restrict <cname> = <expr>;  /* <where> */`."""
+    cname: str
+    type: TensorType
+    writable: bool
+    expr: str
+    where: str
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    fn: str                       # C function name, <net>_<group>
+    group: str                    # the group's (anchor's) node name
+    template: str
+    vars: dict
+    buffers: tuple[Buffer, ...]
+    sources: tuple[str, ...]      # member node names, in order
+    ops: tuple[str, ...]          # member op names, in order
+    flops: int
+    node_index: int = 0           # position in the network's node-name table
+
+
+class LowerCtx:
+    """An op's view while lowering: its inputs' and outputs' types, and the epilogue it absorbed."""
+
+    def __init__(self, names, in_types, out_types, epilogue: tuple[EpilogueStep, ...]):
+        self._in = dict(zip(names, in_types))
+        self._out = out_types
+        self.epilogue = epilogue
+
+    def in_type(self, name: str) -> TensorType:
+        return self._in[name]
+
+    def out_type(self, i: int = 0) -> TensorType:
+        return self._out[i]
+
+    def gemm_epilogue(self, *, bias: str | None, per_row: bool) -> list[tuple[str, str]]:
+        """The fields of a `mxcc_epilogue` initializer (empty list: no epilogue, pass NULL)."""
+        fields: list[tuple[str, str]] = []
+        if bias:
+            fields.append(("bias", bias))
+        if per_row and fields:
+            fields.append(("per_row", "1"))
+        for step in self.epilogue:
+            fields.append(("act", step.act))
+            if step.act == "MXCC_ACT_LEAKY":
+                fields.append(("alpha", c_float(step.alpha)))
+            if step.act == "MXCC_ACT_CLIP":
+                fields += [("lo", c_float(step.lo)), ("hi", c_float(step.hi))]
+        return fields
+
+
+def _location_expr(loc: Location, writable: bool, slot_names: dict[int, str]) -> tuple[str, str]:
+    cast = "(float *)" if writable else "(const float *)"
+    if loc.slot is not None:
+        return f"{cast}ctx->slots[{loc.slot}]", f"slot {loc.slot} ({slot_names[loc.slot]})"
+    return f"{cast}(ctx->arena + {loc.offset})", f"arena + {loc.offset}"
+
+
+def lower(plan: Plan, net: str) -> list[KernelCall]:
+    g = plan.graph
+    slot_names = {s.index: f"{s.kind} {s.name!r}" for s in plan.slots}
+    fns = unique_idents([f"{net}_{grp.name}" for grp in g.groups])
+    calls = []
+    for i, (grp, fn) in enumerate(zip(g.groups, fns)):
+        calls.append(_lower_group(plan, grp, fn, slot_names, i))
+    return calls
+
+
+def _buffer(plan: Plan, ref: Ref, cname: str, writable: bool, slot_names) -> Buffer:
+    expr, where = _location_expr(plan.locations[ref.key], writable, slot_names)
+    return Buffer(cname, plan.graph.type_of(ref), writable, expr, where)
+
+
+def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int) -> KernelCall:
+    g = plan.graph
+    members = [g.nodes[m] for m in grp.members]
+    anchor = members[0]
+    op = anchor.opdef
+    flops = sum(m.opdef.flops(m.params, [g.type_of(r) for r in m.inputs], m.out_types) for m in members)
+    outs = [_buffer(plan, r, "out" if len(grp.outputs) == 1 else f"out{j}", True, slot_names)
+            for j, r in enumerate(grp.outputs)]
+    common = dict(fn=fn, group=grp.name, sources=tuple(m.name for m in members),
+                  ops=tuple(m.op for m in members), flops=flops, node_index=index)
+    if op.view:                                     # a view that is a graph output: copy it there
+        src = _buffer(plan, anchor.inputs[0], "data", False, slot_names)
+        return KernelCall(template="kernels/copy.c.j2", vars=dict(n=src.type.size), buffers=(src, *outs),
+                          **common)
+    if op.fusion is Fusion.ELEMWISE:
+        return _lower_elementwise(plan, grp, members, outs, slot_names, common)
+    names = op.inputs(anchor.params)
+    ins = [_buffer(plan, r, name, False, slot_names) for name, r in zip(names, anchor.inputs)
+           if name not in op.labels]
+    epilogue = tuple(m.opdef.epilogue(m.params) for m in members[1:])
+    ctx = LowerCtx(names, [g.type_of(r) for r in anchor.inputs], anchor.out_types, epilogue)
+    template, variables = op.lower(anchor.params, ctx)
+    return KernelCall(template=template, vars=variables, buffers=(*ins, *outs), **common)
+
+
+def _lower_elementwise(plan, grp, members, outs, slot_names, common) -> KernelCall:
+    """A chain of elementwise ops -> one loop `out[i] = <composed expression>`."""
+    g = plan.graph
+    inside = {m.id for m in members}
+    external: list[Ref] = []
+    for m in members:
+        for r in m.inputs:
+            if r.node not in inside and r.key not in [e.key for e in external]:
+                external.append(r)
+    if len(members) == 1:
+        cnames = list(members[0].opdef.inputs(members[0].params))[:len(external)]
+        if len(set(cnames)) != len(external):
+            cnames = [f"in{j}" for j in range(len(external))]
+    else:
+        cnames = [f"in{j}" for j in range(len(external))]
+    name_of = {r.key: c for r, c in zip(external, cnames)}
+    expr_of: dict[int, str] = {}
+    for m in members:
+        args = [expr_of[r.node] if r.node in inside else f"{name_of[r.key]}[i]" for r in m.inputs]
+        expr_of[m.id] = m.opdef.c_expr(m.params, args)
+    ins = [_buffer(plan, r, c, False, slot_names) for r, c in zip(external, cnames)]
+    n = prod(members[-1].out_types[0].shape)
+    return KernelCall(template="kernels/elemwise.c.j2",
+                      vars=dict(n=n, expr=expr_of[members[-1].id], parallel=n >= PARALLEL_MIN_ELEMENTS),
+                      buffers=(*ins, *outs), **common)

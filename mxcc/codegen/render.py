@@ -1,0 +1,73 @@
+"""Rendering: KernelCalls + Plan -> C text, through the Jinja templates in templates/.
+
+One Environment (StrictUndefined: a typo fails loudly). Each kernel template begins with an
+`{# expects: a b c #}` line; the variables a KernelCall brings are checked against it before rendering,
+so a missing or extra key names the template. Templates print values; they never compute them.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+import jinja2
+
+from mxcc import __version__
+from mxcc.codegen.cnames import c_ident, c_string
+from mxcc.codegen.lower import KernelCall
+from mxcc.plan import Plan
+
+
+@dataclass(frozen=True)
+class CSource:
+    c: str          # <net>.c
+    h: str          # <net>.h
+    cdef: str       # declarations for cffi
+    bench: str      # <net>_bench.c
+
+
+@functools.lru_cache(maxsize=None)
+def environment(template_dir: str) -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(template_dir), undefined=jinja2.StrictUndefined,
+                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                              autoescape=False)
+
+
+def _expects(env: jinja2.Environment, name: str) -> set[str]:
+    src = env.loader.get_source(env, name)[0]
+    m = re.search(r"\{#\s*expects:([^#]*)#\}", src)
+    if not m:
+        raise KeyError(f"template {name} has no '{{# expects: ... #}}' line")
+    return set(m.group(1).split())
+
+
+def _render_kernel(env, call: KernelCall) -> str:
+    want = _expects(env, call.template)
+    got = set(call.vars)
+    if want != got:
+        raise KeyError(f"template {call.template}: missing {sorted(want - got)}, unexpected {sorted(got - want)}")
+    return env.get_template(call.template).render(call=call, v=call.vars)
+
+
+def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, source: str,
+           options: str) -> CSource:
+    env = environment(template_dir)
+    ctx = dict(
+        net=net, NET=net.upper(), version=__version__, source=source, options=options,
+        calls=calls, kernels=[_render_kernel(env, c) for c in calls],
+        slots=[dict(index=s.index, name=s.name, cname=c_string(s.name), kind=s.kind, shape=s.shape,
+                    size=_size(s.shape), ident=c_ident(s.name)) for s in plan.slots],
+        arena_bytes=plan.arena_bytes, lower_bound_bytes=plan.lower_bound_bytes,
+        num_nodes=sum(1 for n in plan.graph.nodes if not n.is_variable),
+        node_names=[c_string(c.group) for c in calls],
+    )
+    return CSource(c=env.get_template("net.c.j2").render(**ctx), h=env.get_template("net.h.j2").render(**ctx),
+                   cdef=env.get_template("cdef.h.j2").render(**ctx),
+                   bench=env.get_template("bench.c.j2").render(**ctx))
+
+
+def _size(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n

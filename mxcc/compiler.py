@@ -1,0 +1,143 @@
+"""`mxcc.compile`: a network + input shapes (+ params) -> a built, loaded Module, and its output directory.
+
+Drives the stages in order (front end, passes, lowering, rendering, build) and writes what the compiler
+decided next to the binaries: `<net>.c`, `<net>.h`, `plan.json`, `module.json`, and the params if given.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from mxcc import __version__
+from mxcc.build import atomic_copy, atomic_write, build, resource_dir
+from mxcc.codegen.cnames import c_ident
+from mxcc.codegen.lower import lower
+from mxcc.codegen.render import render
+from mxcc.errors import GraphError, ShapeError
+from mxcc.graph import Graph, load_json
+from mxcc.options import CompileOptions
+from mxcc.passes import run_pipeline
+from mxcc.plan import Plan
+
+PARAMS_FILE = "params.params"
+
+
+def _graph_of(net) -> tuple[Graph, str]:
+    from mxcc.symbol import Symbol
+    if isinstance(net, Symbol):
+        return net.graph, "<mxcc.sym>"
+    if isinstance(net, Graph):
+        return net, "<graph>"
+    if isinstance(net, (str, os.PathLike)):
+        return load_json(net), os.fspath(net)
+    raise TypeError(f"net must be a Symbol, a Graph or a path to symbol JSON, got {type(net).__name__}")
+
+
+def _default_name(source: str) -> str:
+    base = os.path.basename(source)
+    for suffix in ("-symbol.json", ".json"):
+        if base.endswith(suffix):
+            return c_ident(base[: -len(suffix)]) or "net"
+    return "net"
+
+
+def _check_shapes(shapes) -> dict[str, tuple]:
+    if not isinstance(shapes, dict) or not shapes:
+        raise ShapeError("input shapes must be a non-empty dict like {'data': (1, 784)}")
+    out = {}
+    for k, v in shapes.items():
+        try:
+            out[k] = tuple(int(d) for d in v)
+        except (TypeError, ValueError):
+            raise ShapeError(f"shape for {k!r} must be a tuple of ints, got {v!r}", input=k) from None
+    return out
+
+
+def plan_network(net, shapes: dict, opts: CompileOptions, log=None) -> tuple[Plan, str]:
+    graph, source = _graph_of(net)
+    plan = run_pipeline(graph, _check_shapes(shapes), opts, log=log)
+    for s, h in zip(plan.slots_of("output"), plan.graph.heads):
+        if plan.graph.nodes[h.node].is_variable:
+            raise GraphError(f"graph output {s.name!r} is the variable itself, nothing computes it",
+                             node=plan.graph.nodes[h.node].name)
+    return plan, source
+
+
+def plan_to_json(plan: Plan, calls) -> dict:
+    g = plan.graph
+    by_fn = {c.group: c for c in calls}
+    groups = []
+    for grp in g.groups:
+        members = [g.nodes[m] for m in grp.members]
+        call = by_fn[grp.name]
+        buf = {b.name: b for b in plan.buffers}
+        outs = []
+        for r in grp.outputs:
+            loc = plan.locations[r.key]
+            name = g.output_name(r)
+            outs.append(dict(name=name, shape=list(g.type_of(r).shape), nbytes=g.type_of(r).nbytes,
+                             location="slot" if loc.slot is not None else "arena",
+                             offset=loc.offset, slot=loc.slot,
+                             live=[buf[name].start, buf[name].end] if name in buf else None))
+        groups.append(dict(
+            name=grp.name, function=call.fn, members=[m.name for m in members], ops=[m.op for m in members],
+            inputs=[dict(name=b.cname, shape=list(b.type.shape), where=b.where) for b in call.buffers
+                    if not b.writable],
+            outputs=outs, flops=call.flops,
+            nodes=[dict(name=m.name, op=m.op, inputs=[list(g.type_of(r).shape) for r in m.inputs],
+                        outputs=[list(t.shape) for t in m.out_types],
+                        flops=m.opdef.flops(m.params, [g.type_of(r) for r in m.inputs], m.out_types))
+                   for m in members]))
+    return dict(
+        mxcc_version=__version__, arena_bytes=plan.arena_bytes, naive_bytes=plan.naive_bytes,
+        lower_bound_bytes=plan.lower_bound_bytes, strategy=plan.strategy,
+        kernels=len(g.groups), nodes=sum(1 for n in g.nodes if not n.is_variable), groups=groups,
+        slots=[dict(index=s.index, name=s.name, kind=s.kind, shape=list(s.shape), dtype=s.dtype,
+                    optional=s.optional) for s in plan.slots])
+
+
+def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = None, threads: int | None = None,
+            **options):
+    """Compile `net` (a Symbol, or a path to MXNet symbol JSON) for the given input shapes.
+
+    `params`: a dict of arrays (`arg:`/`aux:` prefixes allowed) or a `.params`/`.npz` path, bound to the
+    returned Module. `out_dir`: also write the sources, plan, binaries and params there (for `mxcc.load`).
+    `options`: CompileOptions fields (fuse, plan, isa, ...).
+    """
+    from mxcc.module import Module
+    from mxcc.params import load_params
+    opts = CompileOptions.from_env(**options)
+    plan, source = plan_network(net, shapes, opts)
+    name = c_ident(name) if name else _default_name(source)
+    calls = lower(plan, name)
+    src = render(plan, calls, name, template_dir=str(resource_dir("templates")), source=source,
+                 options=f"fuse={'on' if opts.fuse else 'off'} plan={'on' if opts.plan else 'off'} "
+                         f"isa={opts.isa}")
+    plan_json = json.dumps(plan_to_json(plan, calls), indent=1)
+    built = build(name, src.c, src.h, src.cdef, src.bench, opts)
+    meta = dict(name=name, module=built.module, so=built.so.name, bench=built.bench.name, key=built.key,
+                mxcc_version=__version__, source=source,
+                slots=json.loads(plan_json)["slots"])
+    if isinstance(params, (str, os.PathLike)):
+        params = load_params(params)
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for fname, text in ((f"{name}.c", src.c), (f"{name}.h", src.h), ("plan.json", plan_json)):
+            atomic_write(out / fname, text)
+        atomic_copy(built.so, out / built.so.name)
+        atomic_copy(built.bench, out / built.bench.name)
+        if params is not None:
+            from mxcc.params import save_params
+            save_params(out / PARAMS_FILE, {k: np.asarray(v) for k, v in params.items()})
+        atomic_write(out / "module.json", json.dumps(meta, indent=1))   # last: marks the directory complete
+        mod = Module(out, meta, threads=threads)
+    else:
+        mod = Module(built.dir, meta, threads=threads)
+    mod.cached = built.cached
+    if params is not None:
+        mod.set_params(params)
+    return mod

@@ -1,0 +1,49 @@
+"""The errors mxcc raises, one family rooted at MxccError.
+
+Each error carries the node it is about (when there is one), the input or attribute, what was expected and
+what was found, so that the message reads like
+`fc1 (FullyConnected): input 'weight' has shape (500, 784), expected (500, 800)`.
+The CLI prints `str(err)` as one line; a traceback only with --debug.
+"""
+from __future__ import annotations
+
+
+class MxccError(Exception):
+    """Base class: a user-facing error with an optional node context."""
+
+    def __init__(self, message: str, *, node: str | None = None, op: str | None = None,
+                 input: str | None = None, expected=None, got=None):
+        self.node, self.op, self.input = node, op, input
+        self.expected, self.got = expected, got
+        where = ""
+        if node is not None:
+            where = f"{node} ({op}): " if op else f"{node}: "
+        super().__init__(where + message)
+
+
+class GraphError(MxccError):
+    """The graph itself is malformed (JSON syntax, dangling references, cycles, bad heads)."""
+
+
+class AttrError(MxccError):
+    """An operator attribute is missing, unknown or cannot be parsed."""
+
+
+class ShapeError(MxccError):
+    """Shapes or dtypes do not fit together (in the graph, in params, or at the forward boundary)."""
+
+
+class IncompleteShapeError(ShapeError):
+    """A shape needed for inference is not known (no --shape given for an input)."""
+
+
+class UnsupportedOpError(MxccError):
+    """The graph uses an operator mxcc does not implement."""
+
+
+class ParamsError(MxccError):
+    """A params file is malformed, or params are missing, unexpected or mis-shaped."""
+
+
+class BuildError(MxccError):
+    """The C compiler is missing or failed."""

@@ -1,0 +1,182 @@
+"""Module: a built network loaded into this process, with its own context and bound parameters.
+
+Checks shapes and dtypes at the boundary, binds numpy arrays by pointer (C-contiguous float32 inputs are
+not copied), allocates the outputs the C code writes into, and keeps parameter arrays alive while bound.
+"""
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from mxcc.errors import ParamsError, ShapeError
+
+_F32 = np.dtype(np.float32)
+
+
+def _import_extension(name: str, path: Path):
+    mod = sys.modules.get(name)
+    if mod is not None:
+        return mod
+    loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+    spec = importlib.util.spec_from_file_location(name, str(path), loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    sys.modules[name] = mod
+    return mod
+
+
+def _ptr(arr: np.ndarray) -> int:
+    return arr.__array_interface__["data"][0]
+
+
+class Module:
+    """A compiled network: `forward(**inputs) -> list[np.ndarray]`, params, shapes."""
+
+    def __init__(self, directory, meta: dict, threads: int | None = None):
+        self.dir = Path(directory)
+        self.meta = meta
+        self.name = meta["name"]
+        self.cached = None
+        ext = _import_extension(meta["module"], self.dir / meta["so"])
+        self._ffi, self._lib = ext.ffi, ext.lib
+        err = self._ffi.new("char[256]")
+        ctx = getattr(self._lib, f"{self.name}_ctx_create")(err, 256)
+        if ctx == self._ffi.NULL:
+            raise MemoryError(self._ffi.string(err).decode())
+        self._ctx = self._ffi.gc(ctx, getattr(self._lib, f"{self.name}_ctx_free"))
+        self._forward = getattr(self._lib, f"{self.name}_forward")
+        self._slots = self._lib.mxcc_ctx_slots(self._ctx)
+        slots = meta["slots"]
+        self._inputs = [(s["name"], s["index"], tuple(s["shape"]), s["optional"]) for s in slots
+                        if s["kind"] == "input"]
+        self._input_names = {s[0] for s in self._inputs}
+        self._params_meta = {s["name"]: s for s in slots if s["kind"] in ("param", "aux")}
+        self._outputs = [(s["name"], s["index"], tuple(s["shape"])) for s in slots if s["kind"] == "output"]
+        self._params: dict[str, np.ndarray] = {}
+        self._threads = threads
+        if threads:
+            self._lib.mxcc_set_num_threads(int(threads))
+
+    # -- shapes ------------------------------------------------------------------------------------------
+    @property
+    def input_shapes(self) -> dict[str, tuple]:
+        return {n: s for n, _, s, _ in self._inputs}
+
+    @property
+    def output_shapes(self) -> dict[str, tuple]:
+        return {n: s for n, _, s in self._outputs}
+
+    @property
+    def param_shapes(self) -> dict[str, tuple]:
+        return {n: tuple(s["shape"]) for n, s in self._params_meta.items()}
+
+    # -- params ------------------------------------------------------------------------------------------
+    def set_params(self, params, *, allow_missing: bool = False, allow_extra: bool = False) -> None:
+        """Bind parameters (dict of arrays, `arg:`/`aux:` prefixes allowed, or a .params/.npz path).
+
+        Every array is checked by name and shape and stored as a C-contiguous float32 copy owned here.
+        """
+        from mxcc.params import load_params, split_arg_aux
+        if isinstance(params, (str, os.PathLike)):
+            params = load_params(params)
+        arg, aux = split_arg_aux(dict(params))
+        merged = {**arg, **aux}
+        extra = sorted(set(merged) - set(self._params_meta) - self._input_names)
+        if extra and not allow_extra:
+            raise ParamsError(f"unexpected params {extra} (the network's params are "
+                              f"{sorted(self._params_meta)}); pass allow_extra=True to ignore them")
+        missing = sorted(set(self._params_meta) - set(merged) - set(self._params))
+        if missing and not allow_missing:
+            raise ParamsError("missing params: " + ", ".join(
+                f"{m} {tuple(self._params_meta[m]['shape'])}" for m in missing))
+        staged = {}
+        for name, value in merged.items():
+            if name not in self._params_meta:
+                continue
+            want = tuple(self._params_meta[name]["shape"])
+            arr = np.asarray(value)
+            if arr.shape != want:
+                raise ParamsError(f"param {name!r} has shape {arr.shape}, expected {want}", input=name,
+                                  expected=want, got=arr.shape)
+            if arr.dtype.kind not in "fiu":
+                raise ParamsError(f"param {name!r} has dtype {arr.dtype}, expected float32", input=name)
+            staged[name] = np.array(arr, dtype=np.float32, order="C", copy=True)
+        for name, arr in staged.items():
+            self._params[name] = arr
+            self._slots[self._params_meta[name]["index"]] = self._ffi.cast("void *", _ptr(arr))
+
+    def get_params(self) -> dict[str, np.ndarray]:
+        """Copies of the bound params, keyed `arg:<name>` / `aux:<name>` as MXNet's checkpoints are."""
+        return {f"{'aux' if self._params_meta[n]['kind'] == 'aux' else 'arg'}:{n}": a.copy()
+                for n, a in self._params.items()}
+
+    # -- running -----------------------------------------------------------------------------------------
+    def set_num_threads(self, n: int) -> None:
+        self._threads = n
+        self._lib.mxcc_set_num_threads(int(n))
+
+    def forward(self, **inputs) -> list[np.ndarray]:
+        """Run the network; one new array per graph output. Labels of loss heads are optional."""
+        if len(self._params) != len(self._params_meta):
+            missing = sorted(set(self._params_meta) - set(self._params))
+            raise ParamsError("params not bound: " + ", ".join(missing) + " (use set_params)")
+        unknown = set(inputs) - self._input_names
+        if unknown:
+            raise ShapeError(f"unknown input(s) {sorted(unknown)}; the network's inputs are "
+                             f"{[n for n, *_ in self._inputs]}", input=sorted(unknown)[0])
+        keep = []
+        slots, cast = self._slots, self._ffi.cast
+        for name, index, shape, optional in self._inputs:
+            arr = inputs.get(name)
+            if arr is None:
+                if not optional:
+                    raise ShapeError(f"missing input {name!r} of shape {shape}", input=name)
+                slots[index] = self._ffi.NULL
+                continue
+            if type(arr) is not np.ndarray or arr.dtype != _F32 or not arr.flags.c_contiguous:
+                arr = self._coerce(name, arr)
+            if arr.shape != shape:
+                raise ShapeError(f"input {name!r} has shape {arr.shape}, expected {shape}", input=name,
+                                 expected=shape, got=arr.shape)
+            keep.append(arr)
+            slots[index] = cast("void *", _ptr(arr))
+        outs = []
+        for name, index, shape in self._outputs:
+            o = np.empty(shape, _F32)
+            outs.append(o)
+            slots[index] = cast("void *", _ptr(o))
+        self._forward(self._ctx)
+        return outs
+
+    @staticmethod
+    def _coerce(name: str, arr) -> np.ndarray:
+        a = np.asarray(arr)
+        if a.dtype != _F32:
+            raise ShapeError(f"input {name!r} has dtype {a.dtype}, expected float32 "
+                             f"(convert with .astype(np.float32))", input=name, expected="float32", got=str(a.dtype))
+        return np.ascontiguousarray(a)
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{n}={s}" for n, s in self.input_shapes.items())
+        return f"<mxcc.Module {self.name}({ins}) -> {list(self.output_shapes.values())}>"
+
+
+def load(directory) -> Module:
+    """Load a module written by `mxcc compile -o DIR` / `mxcc.compile(..., out_dir=DIR)`."""
+    from mxcc.compiler import PARAMS_FILE
+    from mxcc.errors import BuildError
+    d = Path(directory)
+    try:
+        meta = json.loads((d / "module.json").read_text())
+    except FileNotFoundError:
+        raise BuildError(f"{d} is not a compiled mxcc module (no module.json); create it with `mxcc compile`") from None
+    mod = Module(d, meta)
+    if (d / PARAMS_FILE).exists():
+        mod.set_params(d / PARAMS_FILE)
+    return mod

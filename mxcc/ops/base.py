@@ -1,0 +1,131 @@
+"""What an operator is: the OpDef record every op module fills in, and the protocols its functions follow.
+
+An OpDef is plain data plus plain functions. Passes ask it questions (`fusion`, `infer`, `flops`, `lower`,
+`epilogue`, `c_expr`) and never test op names. The protocols:
+
+- `inputs(attrs) -> tuple[str, ...]`: ordered input names (also the C local names); aux states last.
+- `aux(attrs) -> tuple[str, ...]`: which of those are auxiliary states (MXNet's list_auxiliary_states).
+- `infer(attrs, s: ShapeCtx) -> list[shape]`: output shapes; reads inputs with `s.known(name)`, fills or
+  checks weight shapes with `s.expect(name, shape)`, and reports faults with `s.fail(...)`.
+- `flops(attrs, ins, outs) -> int`: an FMA counts 2.
+- `lower(attrs, k: LowerCtx) -> (template, variables)`: only resolved constants and C names.
+- `epilogue(attrs) -> EpilogueStep | None`: how a GEMM epilogue does this op (for ELEMWISE ops).
+- `c_expr(attrs, args) -> str`: the op as a C expression of its input expressions (ELEMWISE ops).
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any, Callable
+
+from mxcc.errors import IncompleteShapeError, ShapeError
+
+
+class Fusion(enum.Enum):
+    """TVM's OpPatternKind: how an op may be fused with its neighbours."""
+    ELEMWISE = 0     # out[i] = f(in[i]); absorbable into an anchor's epilogue or a fused loop
+    BROADCAST = 1    # elementwise with broadcasting of some inputs
+    INJECTIVE = 2    # moves data (reshape, transpose, concat)
+    REDUCE = 3
+    ANCHOR = 4       # GEMM-like (FullyConnected, Convolution): absorbs an elementwise epilogue
+    OPAQUE = 5       # fused with nothing (softmax, pooling...)
+
+
+@dataclass(frozen=True)
+class EpilogueStep:
+    """One step of a GEMM epilogue (runtime_c/gemm/mxcc_gemm.h): an activation or clip."""
+    act: str                 # C enum name, e.g. "MXCC_ACT_RELU"
+    alpha: float = 0.0
+    lo: float = 0.0
+    hi: float = 0.0
+
+
+class ShapeCtx:
+    """A shape rule's view of one node: its input shapes by name, with fill-in and errors naming the node."""
+
+    def __init__(self, node: str, op: str, names: tuple[str, ...], shapes: list):
+        self.node, self.op, self.names = node, op, names
+        self.shapes = list(shapes)
+
+    def _i(self, name: str) -> int:
+        return self.names.index(name)
+
+    def maybe(self, name: str):
+        return self.shapes[self._i(name)]
+
+    def known(self, name: str) -> tuple:
+        s = self.shapes[self._i(name)]
+        if s is None:
+            raise IncompleteShapeError(
+                f"input {name!r} has an unknown shape (give it with --shape {name}=... or as a param)",
+                node=self.node, op=self.op, input=name)
+        return s
+
+    def expect(self, name: str, shape: tuple, why: str = "") -> tuple:
+        """Fill an unknown input shape (a weight inferred from data), or check a known one."""
+        shape = tuple(int(d) for d in shape)
+        i = self._i(name)
+        got = self.shapes[i]
+        if got is None:
+            self.shapes[i] = shape
+        elif tuple(got) != shape:
+            self.fail(f"input {name!r} has shape {tuple(got)}, expected {shape}" + (f" {why}" if why else ""),
+                      input=name, expected=shape, got=tuple(got))
+        return shape
+
+    def fail(self, msg: str, *, input: str | None = None, expected=None, got=None):
+        raise ShapeError(msg, node=self.node, op=self.op, input=input, expected=expected, got=got)
+
+
+def _no_aux(attrs) -> tuple[str, ...]:
+    return ()
+
+
+def _one_output(attrs) -> tuple[str, ...]:
+    return ("output",)
+
+
+def _zero_flops(attrs, ins, outs) -> int:
+    return 0
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    attrs: type
+    inputs: Callable[[Any], tuple[str, ...]]
+    infer: Callable[[Any, ShapeCtx], list]
+    fusion: Fusion
+    lower: Callable | None = None
+    flops: Callable = _zero_flops
+    aliases: tuple[str, ...] = ()
+    aux: Callable[[Any], tuple[str, ...]] = _no_aux
+    output_names: Callable[[Any], tuple[str, ...]] = _one_output
+    labels: tuple[str, ...] = ()          # inputs only training reads (SoftmaxOutput's label)
+    epilogue: Callable[[Any], EpilogueStep | None] | None = None
+    c_expr: Callable[[Any, list[str]], str] | None = None
+    inplace: bool = False                 # output may reuse input 0's storage
+    view: bool = False                    # output is input 0 reinterpreted (Flatten/Reshape): no copy
+    identity_in_inference: bool = False   # Dropout: removed for inference
+    hidden_outputs: int = 0               # trailing outputs not visible to users (Dropout's mask)
+    grad: Callable | None = None          # TODO(6): gradient rules
+    doc: str = ""
+    symbol_args: tuple[str, ...] = field(default=())   # positional order for the Symbol API
+
+    def num_outputs(self, attrs) -> int:
+        return len(self.output_names(attrs))
+
+
+def elementwise_flops(per_element: int) -> Callable:
+    return lambda attrs, ins, outs: per_element * prod(outs[0].shape)
+
+
+def c_float(v: float) -> str:
+    """A float constant as C source (float32 literal; inf/nan spelled with math.h macros)."""
+    v = float(v)
+    if v != v:
+        return "NAN"
+    if v in (float("inf"), float("-inf")):
+        return "INFINITY" if v > 0 else "(-INFINITY)"
+    return f"{v!r}f" if "e" in repr(v) or "." in repr(v) else f"{v!r}.0f"

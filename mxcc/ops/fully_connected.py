@@ -1,0 +1,66 @@
+"""FullyConnected: out = data . weight^T + bias, data flattened to 2-D unless flatten=False.
+
+Lowered to one call of the runtime GEMM with the weight in MXNet's (num_hidden, in) layout (the TRANS
+case, no copy); bias and any fused activation run in the GEMM's tile epilogue.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from mxcc.ops import register
+from mxcc.ops.base import Fusion, OpDef
+
+
+@dataclass(frozen=True)
+class FCAttrs:
+    num_hidden: int
+    no_bias: bool = False
+    flatten: bool = True
+
+    def __post_init__(self):
+        if self.num_hidden <= 0:
+            raise ValueError(f"num_hidden must be positive, got {self.num_hidden}")
+
+
+def _inputs(a: FCAttrs):
+    return ("data", "weight") if a.no_bias else ("data", "weight", "bias")
+
+
+def _mk(a: FCAttrs, x: tuple) -> tuple[int, int]:
+    """(rows M, reduction K) of the GEMM for data shape x."""
+    if a.flatten:
+        return x[0], prod(x[1:])
+    return prod(x[:-1]), x[-1]
+
+
+def _infer(a: FCAttrs, s):
+    x = s.known("data")
+    if len(x) < 1 or (not a.flatten and len(x) < 1):
+        s.fail(f"input 'data' must have at least 1 dimension, got {x}", input="data")
+    _, k = _mk(a, x)
+    s.expect("weight", (a.num_hidden, k), f"(num_hidden={a.num_hidden}, {k} from data {x})")
+    if not a.no_bias:
+        s.expect("bias", (a.num_hidden,), f"(num_hidden={a.num_hidden})")
+    out = (x[0], a.num_hidden) if a.flatten else (*x[:-1], a.num_hidden)
+    return [out]
+
+
+def _flops(a: FCAttrs, ins, outs):
+    m, k = _mk(a, ins[0].shape)
+    return 2 * m * k * a.num_hidden + (0 if a.no_bias else m * a.num_hidden)
+
+
+def _lower(a: FCAttrs, k):
+    m, kk = _mk(a, k.in_type("data").shape)
+    return "kernels/gemm.c.j2", dict(
+        m=m, n=a.num_hidden, k=kk, trans_a="MXCC_NO_TRANS", trans_b="MXCC_TRANS",
+        a="data", lda=kk, b="weight", ldb=kk, c="out", ldc=a.num_hidden,
+        epilogue=k.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=False),
+        what=f"out[{m},{a.num_hidden}] = data[{m},{kk}] . weight[{a.num_hidden},{kk}]^T",
+    )
+
+
+FULLY_CONNECTED = register(OpDef(
+    name="FullyConnected", attrs=FCAttrs, inputs=_inputs, infer=_infer, fusion=Fusion.ANCHOR,
+    flops=_flops, lower=_lower, doc=__doc__))

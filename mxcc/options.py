@@ -1,0 +1,41 @@
+"""CompileOptions: the one place where flags and MXCC_* environment variables become settings.
+
+Below this boundary code takes options as arguments; no pass, template or runtime reads the environment.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    fuse: bool = True             # --no-fuse: one kernel per node
+    plan: bool = True             # --no-plan: one arena range per intermediate
+    train: bool = False           # TODO(6): backward + update
+    profile: bool = True          # TODO(7): profiler call sites compiled in
+    isa: str = "native"           # -march value: "native", or e.g. "x86-64" for the scalar fallback
+    opt_level: str = "-O3"
+    cc: str = "gcc"
+    sanitize: bool = False        # -fsanitize=address,undefined (tests)
+
+    @classmethod
+    def from_env(cls, **overrides) -> "CompileOptions":
+        """Defaults, then MXCC_CC / CC for the compiler, then explicit keyword overrides."""
+        kw = {"cc": os.environ.get("MXCC_CC") or os.environ.get("CC") or "gcc"}
+        known = {f.name for f in fields(cls)}
+        unknown = set(overrides) - known
+        if unknown:
+            raise TypeError(f"unknown compile option(s): {', '.join(sorted(unknown))} "
+                            f"(known: {', '.join(sorted(known))})")
+        kw.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**kw)
+
+
+def cache_dir() -> str:
+    """$MXCC_CACHE_DIR, else $XDG_CACHE_HOME/mxcc, else ~/.cache/mxcc."""
+    d = os.environ.get("MXCC_CACHE_DIR")
+    if d:
+        return d
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "mxcc")

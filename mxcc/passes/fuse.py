@@ -1,0 +1,63 @@
+"""Fusion: group nodes into kernels, with TVM's pattern kinds declared by each op.
+
+Requires: bound, typed nodes (infer_shapes). Guarantees: `graph.groups` lists every operator node that needs
+a kernel exactly once, in topological order; each group's members run in order and only its last member's
+outputs leave the group. Rules:
+  - an ANCHOR (FullyConnected) absorbs the chain of single-reader ELEMWISE unary ops after it that its GEMM
+    epilogue can do (one activation);
+  - a run of ELEMWISE ops where each value has exactly one reader becomes one loop;
+  - a `view` op (Flatten, surviving Dropout) needs no kernel unless its output is a graph head (then it is a
+    copy kernel of its own);
+  - with fuse=False every kernel-needing node is its own group (finer profiling, easier debugging).
+Values read by a head or by two nodes always end a group. Does not: reorder nodes (schedule) or place
+buffers (plan_memory).
+
+    before: fullyconnected0 = FullyConnected(X, w0, b0); activation0 = Activation(fullyconnected0)
+    after : group fullyconnected0: fullyconnected0 + activation0
+"""
+from __future__ import annotations
+
+from mxcc.graph.ir import FusedGroup, Graph, Ref
+from mxcc.ops.base import Fusion
+
+
+def fuse(graph: Graph, enabled: bool = True) -> Graph:
+    readers = graph.consumers()
+    heads = {h.key for h in graph.heads}
+    taken: set[int] = set()
+    groups = []
+    for n in graph.nodes:
+        if n.is_variable or n.id in taken:
+            continue
+        op = n.opdef
+        if op.view and (n.id, 0) not in heads:
+            continue
+        members = [n.id]
+        if enabled and op.fusion in (Fusion.ANCHOR, Fusion.ELEMWISE):
+            _grow(graph, members, readers, heads)
+        taken.update(members)
+        last = graph.nodes[members[-1]]
+        outs = tuple(Ref(last.id, i) for i in range(len(last.out_types) - last.opdef.hidden_outputs))
+        groups.append(FusedGroup(name=n.name, members=tuple(members), outputs=outs))
+    return graph.with_nodes(graph.nodes, groups=tuple(groups))
+
+
+def _grow(graph: Graph, members: list[int], readers, heads) -> None:
+    anchor = graph.nodes[members[0]]
+    epilogue_acts = 0
+    while True:
+        key = (members[-1], 0)
+        rs = readers.get(key, [])
+        if key in heads or len(rs) != 1:
+            return
+        nxt = graph.nodes[rs[0]]
+        if nxt.opdef.fusion is not Fusion.ELEMWISE or nxt.out_types[0] != graph.nodes[members[-1]].out_types[0]:
+            return
+        if anchor.opdef.fusion is Fusion.ANCHOR:
+            step = nxt.opdef.epilogue(nxt.params) if nxt.opdef.epilogue else None
+            if step is None or len(nxt.inputs) != 1 or epilogue_acts == 1:
+                return
+            epilogue_acts += 1
+        elif any(graph.type_of(r) != nxt.out_types[0] for r in nxt.inputs):
+            return          # broadcasting readers are not part of a plain elementwise loop
+        members.append(nxt.id)

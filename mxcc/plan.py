@@ -1,0 +1,52 @@
+"""The Plan: what the compiler decided, as plain data (kernels, buffer placement, totals) and its JSON.
+
+Every value a kernel reads or writes lives in one place (`Location`): a slot the host binds (inputs,
+params, outputs the user holds) or an offset in the one arena. `plan.json` and `mxcc inspect` print this.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mxcc.graph.ir import Graph
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A tensor the host binds by pointer: a graph input, a parameter/aux state, or an output."""
+    index: int
+    name: str
+    kind: str            # "input" | "param" | "aux" | "output"
+    shape: tuple
+    dtype: str = "float32"
+    optional: bool = False   # labels: not read at inference
+
+
+@dataclass(frozen=True)
+class BufferSlot:
+    """An intermediate in the arena: bytes [offset, offset + nbytes), live over kernel steps [start, end]."""
+    name: str
+    offset: int
+    nbytes: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Location:
+    slot: int | None = None        # index into ctx->slots
+    offset: int | None = None      # arena byte offset
+
+
+@dataclass(frozen=True)
+class Plan:
+    graph: Graph
+    slots: tuple[Slot, ...]
+    buffers: tuple[BufferSlot, ...]
+    locations: dict = field(default_factory=dict)   # (node, index) -> Location
+    arena_bytes: int = 0
+    naive_bytes: int = 0
+    lower_bound_bytes: int = 0
+    strategy: str = ""
+
+    def slots_of(self, kind: str) -> list[Slot]:
+        return [s for s in self.slots if s.kind == kind]

@@ -1,0 +1,61 @@
+/* Context create/free: the arena and the GEMM workspace, allocated once per context. */
+#include <stdio.h>
+#include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "mxcc_runtime.h"
+
+mxcc_ctx *mxcc_ctx_create(size_t arena_bytes, int n_slots, char *err, size_t errlen)
+{
+    mxcc_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        goto oom;
+    ctx->arena_bytes = arena_bytes;
+    /* NOTE: aligned_alloc needs a size that is a multiple of the alignment; the planner rounds up too. */
+    if (arena_bytes && !(ctx->arena = aligned_alloc(64, (arena_bytes + 63) / 64 * 64)))
+        goto oom;
+    ctx->n_slots = n_slots;
+    if (!(ctx->slots = calloc(n_slots > 0 ? (size_t)n_slots : 1, sizeof(void *))))
+        goto oom;
+    if (!(ctx->gemm = mxcc_gemm_ws_create(0)))
+        goto oom;
+    return ctx;
+oom:
+    if (err && errlen)
+        snprintf(err, errlen, "mxcc: out of memory creating a context (arena %zu bytes)", arena_bytes);
+    mxcc_ctx_free(ctx);
+    return NULL;
+}
+
+void mxcc_ctx_free(mxcc_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    mxcc_gemm_ws_free(ctx->gemm);
+    free(ctx->slots);
+    free(ctx->arena);
+    free(ctx);
+}
+
+void **mxcc_ctx_slots(mxcc_ctx *ctx) { return ctx->slots; }
+
+void mxcc_set_num_threads(int n)
+{
+#ifdef _OPENMP
+    if (n > 0)
+        omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+int mxcc_get_num_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}

@@ -1,0 +1,335 @@
+/* mxcc_gemm_f32: the BLIS five-loop GEMM around one micro-kernel, the small-M path, and the workspace.
+ *
+ *   loop 5  jc  step NC  columns of C and B        B panel (KC x NC) packed once, shared by all threads
+ *   loop 4  pc  step KC  the K dimension           rank-KC updates; the epilogue runs after the last one
+ *   loop 3  ic  step MC  rows of C and A           A block (MC x KC) packed per thread, lives in L2
+ *   loop 2  jr  step NR  one B micro-panel         stays in L1 across loop 1
+ *   loop 1  ir  step MR  one A micro-panel         -> micro-kernel on one MR x NR tile of C
+ *
+ * Threads: one `omp parallel` region per call. The team is split into ic_ways x jr_ways: rows of C
+ * (loop 3) for large M, micro-panels of B (loop 2) when M is small. B packing is shared (each thread
+ * packs some micro-panels, then a barrier); two B buffers alternate so one barrier per pc step suffices.
+ * Serial when the problem is small or when called from inside a parallel region.
+ * This file alone chooses the ISA: AVX2+FMA kernels if the compiler targets them, else the reference.
+ */
+#include <omp.h>
+#include <stdlib.h>
+
+#include "gemm_internal.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#define UKERNEL mxcc_ukernel_f32_6x16_avx2fma
+#define ROWDOT mxcc_ukernel_f32_rowdot_avx2fma
+#define MC MXCC_GEMM_AVX2FMA_MC
+#define KC MXCC_GEMM_AVX2FMA_KC
+#define NC MXCC_GEMM_AVX2FMA_NC
+#else
+#define UKERNEL mxcc_ukernel_f32_ref
+#define ROWDOT mxcc_ukernel_f32_rowdot_ref
+#define MC MXCC_GEMM_REF_MC
+#define KC MXCC_GEMM_REF_KC
+#define NC MXCC_GEMM_REF_NC
+#endif
+#define MR MXCC_GEMM_MR
+#define NR MXCC_GEMM_NR
+_Static_assert(MC % MR == 0 && NC % NR == 0, "MC/NC must be multiples of MR/NR");
+
+/* ---- workspace ------------------------------------------------------------------------------------- */
+
+/* One slot per thread: its packed A block, and a B panel (shared by the team in a parallel call:
+ * slots 0 and 1 are the two alternating B buffers; used privately by a serial call). */
+typedef struct gemm_slot {
+    float *a_pack;    /* (MC, KC) as MC/MR micro-panels */
+    float *b_pack;    /* (KC, NC) as NC/NR micro-panels */
+    omp_lock_t lock;  /* held by a serial call made from inside a parallel region */
+} gemm_slot;
+
+struct mxcc_gemm_ws {
+    int nslots;
+    gemm_slot *slots;  /* (nslots,) */
+};
+
+static float *alloc_floats(size_t n)
+{
+    /* 64 B: micro-panels start on cache lines (NR*4 = 64 B rows); C11 wants size % alignment == 0 */
+    const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+    return aligned_alloc(64, bytes);
+}
+
+mxcc_gemm_ws *mxcc_gemm_ws_create(int max_threads)
+{
+    const int nslots = max_threads > 0 ? max_threads : omp_get_max_threads();
+    mxcc_gemm_ws *ws = calloc(1, sizeof *ws);
+    if (ws == NULL) {
+        return NULL;
+    }
+    ws->slots = calloc((size_t)nslots, sizeof *ws->slots);
+    if (ws->slots == NULL) {
+        free(ws);
+        return NULL;
+    }
+    ws->nslots = nslots;
+    for (int s = 0; s < nslots; s++) {
+        /* NOTE: large blocks are mmap'ed and only touched pages become resident, so slots of threads that
+         * never run cost address space, not memory. */
+        ws->slots[s].a_pack = alloc_floats((size_t)MC * KC);
+        ws->slots[s].b_pack = alloc_floats((size_t)KC * NC);
+        omp_init_lock(&ws->slots[s].lock);
+        if (ws->slots[s].a_pack == NULL || ws->slots[s].b_pack == NULL) {
+            ws->nslots = s + 1;  /* free what exists, including this slot */
+            mxcc_gemm_ws_free(ws);
+            return NULL;
+        }
+    }
+    return ws;
+}
+
+void mxcc_gemm_ws_free(mxcc_gemm_ws *ws)
+{
+    if (ws == NULL) {
+        return;
+    }
+    for (int s = 0; s < ws->nslots; s++) {
+        free(ws->slots[s].a_pack);
+        free(ws->slots[s].b_pack);
+        omp_destroy_lock(&ws->slots[s].lock);
+    }
+    free(ws->slots);
+    free(ws);
+}
+
+/* ---- the problem, as every thread sees it ------------------------------------------------------------ */
+
+typedef struct gemm_problem {
+    int trans_a, trans_b, M, N, K;
+    const float *A;  /* (M, K) stride lda, or (K, M) if trans_a */
+    const float *B;  /* (K, N) stride ldb, or (N, K) if trans_b */
+    float *C;        /* (M, N) stride ldc */
+    long lda, ldb, ldc;
+    int beta;                  /* 0 or 1 */
+    const mxcc_epilogue *ep;   /* NULL when it does nothing */
+} gemm_problem;
+
+static int ceil_div(int a, int b) { return (a + b - 1) / b; }
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+/* [begin, end) of part `part` when `n` units are split into `parts` nearly equal ranges */
+static void split_range(int n, int parts, int part, int *begin, int *end)
+{
+    const int base = n / parts, extra = n % parts;
+    *begin = part * base + min_int(part, extra);
+    *end = *begin + base + (part < extra);
+}
+
+/* Pointers to op(A)[i, p] and op(B)[p, j] */
+static const float *a_at(const gemm_problem *g, int i, int p)
+{
+    return g->trans_a ? g->A + p * g->lda + i : g->A + i * g->lda + p;
+}
+static const float *b_at(const gemm_problem *g, int p, int j)
+{
+    return g->trans_b ? g->B + j * g->ldb + p : g->B + p * g->ldb + j;
+}
+
+/* How a team of nt threads splits loop 3 (ic, rows) and loop 2 (jr, B micro-panels): the factorization
+ * that wastes the fewest padded tiles, with a slight preference for rows because splitting jr makes
+ * every thread of a row group pack the same A block. */
+static void choose_ways(int M, int N, int nt, int *ic_ways, int *jr_ways)
+{
+    const int units_m = ceil_div(M, MR), units_n = ceil_div(min_int(N, NC), NR);
+    double best = -1.0;
+    *ic_ways = nt;
+    *jr_ways = 1;
+    for (int a = nt; a >= 1; a--) {
+        if (nt % a != 0) {
+            continue;
+        }
+        const int b = nt / a;
+        const double eff_m = (double)units_m / (a * ceil_div(units_m, a));
+        const double eff_n = (double)units_n / (b * ceil_div(units_n, b));
+        const double score = eff_m * eff_n * (b > 1 ? 0.97 : 1.0);
+        if (score > best) {
+            best = score;
+            *ic_ways = a;
+            *jr_ways = b;
+        }
+    }
+}
+
+/* The five loops, run by thread `tid` of a team of `nt` (nt == 1: serial, b_pack[0] == b_pack[1]).
+ * a_pack: (MC, KC) this thread's; b_pack[2]: (KC, NC) shared by the team. */
+static void gemm_loops(const gemm_problem *g, int nt, int tid, int ic_ways, int jr_ways,
+                       float *a_pack, float *const b_pack[2])
+{
+    const int M = g->M, N = g->N, K = g->K;
+    /* balanced steps: K = 784 runs as 2 x 392, not 384 + 384 + 16 */
+    const int kc_step = ceil_div(K, ceil_div(K, KC));
+    const int nc_step = ceil_div(ceil_div(N, ceil_div(N, NC)), NR) * NR;
+    /* this thread's rows (whole MR panels) and their MC blocks */
+    int m_begin, m_end;
+    split_range(ceil_div(M, MR), ic_ways, tid / jr_ways, &m_begin, &m_end);
+    m_begin *= MR;
+    m_end = min_int(m_end * MR, M);
+    const int rows = m_end - m_begin;
+    const int mc_step = rows > 0 ? ceil_div(ceil_div(rows, ceil_div(rows, MC)), MR) * MR : MC;
+    int iter = 0;
+
+    /* loop 5 (jc): NC-wide column blocks of C */
+    for (int jc = 0; jc < N; jc += nc_step) {
+        const int nc = min_int(nc_step, N - jc);
+        const int panels_n = ceil_div(nc, NR);
+        /* loop 4 (pc): KC-deep slices of K, each a rank-kc update of the whole column block */
+        for (int pc = 0; pc < K; pc += kc_step, iter++) {
+            const int kc = min_int(kc_step, K - pc);
+            float *bp = b_pack[iter & 1];  /* (kc, nc) packed; alternates so one barrier is enough */
+            /* pack B[pc:pc+kc, jc:jc+nc]: every thread packs a share of the micro-panels */
+            int q_begin, q_end;
+            split_range(panels_n, nt, tid, &q_begin, &q_end);
+            if (q_begin < q_end) {
+                mxcc_pack_b_f32(g->trans_b, kc, min_int(q_end * NR, nc) - q_begin * NR,
+                                b_at(g, pc, jc + q_begin * NR), (int)g->ldb, bp + (long)q_begin * NR * kc);
+            }
+            if (nt > 1) {
+                /* B is complete; also, everyone has finished reading the other buffer (iteration - 1) */
+#pragma omp barrier
+            }
+            const int beta = pc == 0 ? g->beta : 1;
+            const int last = pc + kc == K;
+            split_range(panels_n, jr_ways, tid % jr_ways, &q_begin, &q_end);
+            if (q_begin == q_end) {
+                continue;
+            }
+            /* loop 3 (ic): MC-tall row blocks of this thread's rows */
+            for (int ic = m_begin; ic < m_end; ic += mc_step) {
+                const int mc = min_int(mc_step, m_end - ic);
+                mxcc_pack_a_f32(g->trans_a, mc, kc, a_at(g, ic, pc), (int)g->lda, a_pack);
+                /* loop 2 (jr): NR-wide micro-panels of the B panel (this thread's share) */
+                for (int q = q_begin; q < q_end; q++) {
+                    const int jr = q * NR;
+                    const int n = min_int(NR, nc - jr);
+                    const float *bq = bp + (long)jr * kc;  /* (kc, NR) */
+                    /* loop 1 (ir): MR-tall micro-panels of the A block */
+                    for (int ir = 0; ir < mc; ir += MR) {
+                        const int m = min_int(MR, mc - ir);
+                        float *c = g->C + (ic + ir) * g->ldc + jc + jr;  /* (m, n) tile of C */
+                        UKERNEL(kc, a_pack + (long)ir * kc, bq, c, (int)g->ldc, m, n, beta);
+                        if (last && g->ep) {
+                            /* the tile is final and still in L1: bias, activation, ... now */
+                            mxcc_epilogue_apply_f32(g->ep, c, (int)g->ldc, ic + ir, jc + jr, m, n);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* ---- small M: rows of A against rows of W (C = A . W^T), no packing -------------------------------- */
+
+static void gemm_small_m(const gemm_problem *g, int nt)
+{
+    /* threads split the weight rows (columns of C) in groups of 4, the rowdot register tile */
+    const int groups = ceil_div(g->N, 4);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int j0, j1;
+        split_range(groups, omp_get_num_threads(), omp_get_thread_num(), &j0, &j1);
+        j0 *= 4;
+        j1 = min_int(j1 * 4, g->N);
+        if (j0 < j1) {
+            float *c = g->C + j0;  /* (M, j1 - j0) */
+            ROWDOT(g->M, j1 - j0, g->K, g->A, (int)g->lda, g->B + j0 * g->ldb, (int)g->ldb, c, (int)g->ldc,
+                   g->beta);
+            if (g->ep) {
+                mxcc_epilogue_apply_f32(g->ep, c, (int)g->ldc, 0, j0, g->M, j1 - j0);
+            }
+        }
+    }
+}
+
+/* ---- entry point ------------------------------------------------------------------------------------- */
+
+/* K == 0: the product is empty, C = beta * C, then the epilogue */
+static void gemm_k0(const gemm_problem *g)
+{
+    if (!g->beta) {
+        for (int i = 0; i < g->M; i++) {
+            for (int j = 0; j < g->N; j++) {
+                g->C[i * g->ldc + j] = 0.0f;
+            }
+        }
+    }
+    mxcc_epilogue_apply_f32(g->ep, g->C, (int)g->ldc, 0, 0, g->M, g->N);
+}
+
+/* Serial call from inside someone else's parallel region: borrow a free slot (the thread's own first). */
+static void gemm_serial_nested(const gemm_problem *g, mxcc_gemm_ws *ws)
+{
+    const int home = omp_get_thread_num() % ws->nslots;
+    int s = home;
+    while (!omp_test_lock(&ws->slots[s].lock)) {
+        s = (s + 1) % ws->nslots;
+        if (s == home) {
+            omp_set_lock(&ws->slots[s].lock);  /* every slot busy: wait for ours */
+            break;
+        }
+    }
+    float *b_pack[2] = {ws->slots[s].b_pack, ws->slots[s].b_pack};
+    gemm_loops(g, 1, 0, 1, 1, ws->slots[s].a_pack, b_pack);
+    omp_unset_lock(&ws->slots[s].lock);
+}
+
+void mxcc_gemm_f32(mxcc_gemm_ws *ws, int trans_a, int trans_b, int M, int N, int K,
+                   const float *A, int lda, const float *B, int ldb,
+                   float beta, float *C, int ldc, const mxcc_epilogue *ep)
+{
+    if (M <= 0 || N <= 0) {
+        return;
+    }
+    const gemm_problem g = {
+        .trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K,
+        .A = A, .B = B, .C = C, .lda = lda, .ldb = ldb, .ldc = ldc,
+        .beta = beta != 0.0f, .ep = mxcc_epilogue_is_noop(ep) ? NULL : ep,
+    };
+    if (K <= 0) {
+        gemm_k0(&g);
+        return;
+    }
+    /* threads: none inside a parallel region; otherwise as many as the work pays for */
+    const int nested = omp_get_level() > 0;
+    const double flops = 2.0 * M * N * K;
+    int nt = nested ? 1 : min_int(omp_get_max_threads(), ws->nslots);
+    if (flops < (double)nt * MXCC_GEMM_MIN_FLOPS_PER_THREAD) {
+        nt = (int)(flops / MXCC_GEMM_MIN_FLOPS_PER_THREAD);
+        nt = nt < 1 ? 1 : nt;
+    }
+
+    if (M <= MXCC_GEMM_SMALLM_MAX && !trans_a && trans_b) {
+        const double work = (double)N * K;
+        int nt_small = nested ? 1 : min_int(omp_get_max_threads(), (int)(work / MXCC_GEMM_SMALLM_MIN_WORK_PER_THREAD));
+        gemm_small_m(&g, nt_small < 1 ? 1 : nt_small);
+        return;
+    }
+    if (nested) {
+        gemm_serial_nested(&g, ws);
+        return;
+    }
+    if (nt == 1) {
+        float *b_pack[2] = {ws->slots[0].b_pack, ws->slots[0].b_pack};
+        gemm_loops(&g, 1, 0, 1, 1, ws->slots[0].a_pack, b_pack);
+        return;
+    }
+    int ic_ways, jr_ways;
+    choose_ways(M, N, nt, &ic_ways, &jr_ways);
+#pragma omp parallel num_threads(nt)
+    {
+        /* the team may be smaller than asked (OMP_DYNAMIC, thread limits): split what we got */
+        const int team = omp_get_num_threads(), tid = omp_get_thread_num();
+        int icw = ic_ways, jrw = jr_ways;
+        if (team != nt) {
+            choose_ways(M, N, team, &icw, &jrw);
+        }
+        float *b_pack[2] = {ws->slots[0].b_pack, ws->slots[team > 1 ? 1 : 0].b_pack};
+        gemm_loops(&g, team, tid, icw, jrw, ws->slots[tid].a_pack, b_pack);
+    }
+}

@@ -1,0 +1,53 @@
+/* Internal interfaces of runtime_c/gemm/: pack routines, micro-kernels and the epilogue.
+ *
+ * Not part of the public contract (mxcc_gemm.h); declared here so that gemm_f32.c can pick a kernel
+ * and tests/runtime/test_gemm.py can call each piece against its reference twin.
+ * Packed layouts and the micro-kernel contract are drawn in runtime_c/README.md.
+ */
+#ifndef MXCC_GEMM_INTERNAL_H
+#define MXCC_GEMM_INTERNAL_H
+
+#include "mxcc_gemm.h"
+#include "gemm_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- packing (pack_f32.c) ------------------------------------------------------------------------------
+ * Ap = op(A)[0:mc, 0:kc] as ceil(mc/MR) micro-panels, panel p = (kc, MR) row-major: Ap[p*MR*kc + k*MR + r]
+ *      = op(A)[p*MR + r, k]; rows past mc are zero. `a` points at op(A)[0, 0] of the block.
+ * Bp = op(B)[0:kc, 0:nc] as ceil(nc/NR) micro-panels, panel q = (kc, NR) row-major: Bp[q*NR*kc + k*NR + c]
+ *      = op(B)[k, q*NR + c]; columns past nc are zero. `b` points at op(B)[0, 0] of the block. */
+void mxcc_pack_a_f32(int trans_a, int mc, int kc, const float *a, int lda, float *ap);
+void mxcc_pack_b_f32(int trans_b, int kc, int nc, const float *b, int ldb, float *bp);
+
+/* ---- micro-kernels: one MR x NR tile of C over k --------------------------------------------------------
+ *   C[0:m, 0:n] = (beta ? C[0:m, 0:n] : 0) + Ap[MR, k] . Bp[k, NR]  restricted to the valid m x n corner
+ * ap: one packed A micro-panel (k, MR); bp: one packed B micro-panel (k, NR); c: C at the tile's corner,
+ * row stride ldc. 1 <= m <= MR, 1 <= n <= NR, k >= 1, beta is 0 (C never read) or 1. Edge tiles (m < MR or
+ * n < NR) never touch C outside the m x n corner. */
+void mxcc_ukernel_f32_6x16_avx2fma(int k, const float *ap, const float *bp, float *c, int ldc,
+                                   int m, int n, int beta);
+void mxcc_ukernel_f32_ref(int k, const float *ap, const float *bp, float *c, int ldc,
+                          int m, int n, int beta);
+
+/* ---- small-M kernels: rows of A against rows of W, no packing --------------------------------------------
+ *   C[0:m, 0:n] = (beta ? C : 0) + A[0:m, 0:k] . W[0:n, 0:k]^T
+ * a: (m, k) row stride lda; w: (n, k) row stride ldw (FullyConnected weight); c: (m, n) row stride ldc.
+ * 1 <= m <= MXCC_GEMM_SMALLM_MAX, n >= 1, k >= 1. */
+void mxcc_ukernel_f32_rowdot_avx2fma(int m, int n, int k, const float *a, int lda, const float *w, int ldw,
+                                     float *c, int ldc, int beta);
+void mxcc_ukernel_f32_rowdot_ref(int m, int n, int k, const float *a, int lda, const float *w, int ldw,
+                                 float *c, int ldc, int beta);
+
+/* ---- epilogue (epilogue_f32.c) ------------------------------------------------------------------------
+ * Applies ep (see mxcc_gemm.h for the order of operations) to the finished block C[i0:i0+m, j0:j0+n];
+ * c points at C[i0, j0]. i0/j0 index the per-row/per-column vectors and the residual. */
+int mxcc_epilogue_is_noop(const mxcc_epilogue *ep);
+void mxcc_epilogue_apply_f32(const mxcc_epilogue *ep, float *c, int ldc, int i0, int j0, int m, int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MXCC_GEMM_INTERNAL_H */

@@ -1,0 +1,73 @@
+/* mxcc GEMM: the public contract of runtime_c/gemm/ (see runtime_c/README.md for the packed layouts).
+ *
+ *   C[M,N] = op(A)[M,K] . op(B)[K,N]  (+ C if beta == 1), then the epilogue, tile by tile.
+ *
+ * Row-major throughout. op(A) = A (A is M x K, lda >= K) or A^T (A stored K x M, lda >= M);
+ * op(B) = B (B stored K x N, ldb >= N) or B^T (B stored N x K, ldb >= K): MXNet's FullyConnected weight
+ * (num_hidden, in) is the TRANS case, so C = X . W^T needs no copy.
+ *
+ * No global state: the packing buffers live in a workspace the caller owns (one per mxcc context).
+ */
+#ifndef MXCC_GEMM_H
+#define MXCC_GEMM_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { MXCC_NO_TRANS = 0, MXCC_TRANS = 1 };
+
+/* Activations applied in the epilogue. Values are stable: generated code uses the names. */
+typedef enum mxcc_act {
+    MXCC_ACT_NONE = 0,
+    MXCC_ACT_RELU,      /* max(x, 0) */
+    MXCC_ACT_SIGMOID,   /* 1 / (1 + exp(-x)) */
+    MXCC_ACT_TANH,
+    MXCC_ACT_SOFTRELU,  /* log(1 + exp(x)), computed stably */
+    MXCC_ACT_SOFTSIGN,  /* x / (1 + |x|) */
+    MXCC_ACT_LEAKY,     /* x > 0 ? x : alpha * x */
+    MXCC_ACT_CLIP,      /* min(max(x, lo), hi): relu6 is clip(0, 6) */
+} mxcc_act;
+
+/* What happens to each finished C tile while it is still in cache, in this order:
+ *   x = acc (+ C_old if beta == 1)
+ *   x = x * scale[i] + shift[i]      (folded BatchNorm; scale/shift may each be NULL)
+ *   x = x + bias[i]                  (bias may be NULL)
+ *   x = x + residual[r, c]           (residual may be NULL; its own leading dimension)
+ *   x = act(x)
+ * where i is the column index (per_row == 0, FullyConnected) or the row index (per_row == 1,
+ * convolution with output channels as rows). A NULL epilogue pointer means "nothing". */
+typedef struct mxcc_epilogue {
+    const float *bias;        /* [N] or [M] */
+    const float *scale;       /* [N] or [M] */
+    const float *shift;       /* [N] or [M] */
+    int per_row;              /* 0: vectors index columns; 1: vectors index rows */
+    const float *residual;    /* [M, ld_residual] */
+    int ld_residual;
+    mxcc_act act;
+    float alpha;              /* LEAKY slope */
+    float lo, hi;             /* CLIP bounds */
+} mxcc_epilogue;
+
+typedef struct mxcc_gemm_ws mxcc_gemm_ws;
+
+/* Packing buffers for up to max_threads OpenMP threads (0 = omp_get_max_threads()). NULL on OOM. */
+mxcc_gemm_ws *mxcc_gemm_ws_create(int max_threads);
+void mxcc_gemm_ws_free(mxcc_gemm_ws *ws);
+
+/* beta is 0 (C is write-only, never read) or 1 (accumulate into C). */
+void mxcc_gemm_f32(mxcc_gemm_ws *ws, int trans_a, int trans_b, int M, int N, int K,
+                   const float *A, int lda, const float *B, int ldb,
+                   float beta, float *C, int ldc, const mxcc_epilogue *ep);
+
+/* The plain reference: triple loop + the same epilogue. The test oracle and nothing else. */
+void mxcc_gemm_f32_ref(int trans_a, int trans_b, int M, int N, int K,
+                       const float *A, int lda, const float *B, int ldb,
+                       float beta, float *C, int ldc, const mxcc_epilogue *ep);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MXCC_GEMM_H */

@@ -1,0 +1,98 @@
+/* mxcc_ukernel_f32_6x16_avx2fma: one 6 x 16 tile of C over k, AVX2 + FMA intrinsics.
+ *
+ * Register plan (15 of 16 ymm): c[i][0..1] = row i of the tile as two 8-lane vectors (12 accumulators),
+ * b0/b1 = row p of the packed B micro-panel, one broadcast of A[i, p] at a time. Per k step: 2 loads,
+ * 6 broadcasts, 12 FMAs, so the two FMA ports are the bottleneck (BLIS haswell sgemm uses the same tile).
+ * Edge tiles (m < 6 or n < 16) run the same full-tile code on a stack tile and copy the valid corner,
+ * so C is never touched outside it. beta == 0 stores without loading C.
+ * Contract: gemm_internal.h; layouts: runtime_c/README.md. Compiled to nothing without AVX2+FMA
+ * (gemm_f32.c then selects mxcc_ukernel_f32_ref).
+ */
+#include "gemm_internal.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+#define MR 6
+#define NR 16
+_Static_assert(MR == MXCC_GEMM_MR && NR == MXCC_GEMM_NR, "6x16 kernel reads MXCC_GEMM_MR x NR panels");
+
+/* The full 6 x 16 tile. ap: (k, 6) packed A, bp: (k, 16) packed B, c: (6, 16) row stride ldc. */
+static inline __attribute__((always_inline)) void tile_6x16(int k, const float *restrict ap,
+                                                             const float *restrict bp, float *restrict c,
+                                                             long ldc, int beta)
+{
+    /* the tile is written at the end; touching its 6 rows now hides the miss behind the k loop */
+    for (int i = 0; i < MR; i++) {
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + NR - 1), _MM_HINT_T0);
+    }
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+    __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+    __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+    __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+    __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+
+    /* k loop: rank-1 update of the tile with column p of A and row p of B; unrolled by 4 so the
+     * loop overhead and the pointer bumps are amortized over 48 FMAs */
+#pragma GCC unroll 4
+    for (int p = 0; p < k; p++) {
+        const __m256 b0 = _mm256_loadu_ps(bp);      /* B[p, 0:8]  */
+        const __m256 b1 = _mm256_loadu_ps(bp + 8);  /* B[p, 8:16] */
+        __m256 a;
+        a = _mm256_broadcast_ss(ap + 0); c00 = _mm256_fmadd_ps(a, b0, c00); c01 = _mm256_fmadd_ps(a, b1, c01);
+        a = _mm256_broadcast_ss(ap + 1); c10 = _mm256_fmadd_ps(a, b0, c10); c11 = _mm256_fmadd_ps(a, b1, c11);
+        a = _mm256_broadcast_ss(ap + 2); c20 = _mm256_fmadd_ps(a, b0, c20); c21 = _mm256_fmadd_ps(a, b1, c21);
+        a = _mm256_broadcast_ss(ap + 3); c30 = _mm256_fmadd_ps(a, b0, c30); c31 = _mm256_fmadd_ps(a, b1, c31);
+        a = _mm256_broadcast_ss(ap + 4); c40 = _mm256_fmadd_ps(a, b0, c40); c41 = _mm256_fmadd_ps(a, b1, c41);
+        a = _mm256_broadcast_ss(ap + 5); c50 = _mm256_fmadd_ps(a, b0, c50); c51 = _mm256_fmadd_ps(a, b1, c51);
+        ap += MR;
+        bp += NR;
+    }
+
+    if (beta) {
+        c00 = _mm256_add_ps(c00, _mm256_loadu_ps(c + 0 * ldc)); c01 = _mm256_add_ps(c01, _mm256_loadu_ps(c + 0 * ldc + 8));
+        c10 = _mm256_add_ps(c10, _mm256_loadu_ps(c + 1 * ldc)); c11 = _mm256_add_ps(c11, _mm256_loadu_ps(c + 1 * ldc + 8));
+        c20 = _mm256_add_ps(c20, _mm256_loadu_ps(c + 2 * ldc)); c21 = _mm256_add_ps(c21, _mm256_loadu_ps(c + 2 * ldc + 8));
+        c30 = _mm256_add_ps(c30, _mm256_loadu_ps(c + 3 * ldc)); c31 = _mm256_add_ps(c31, _mm256_loadu_ps(c + 3 * ldc + 8));
+        c40 = _mm256_add_ps(c40, _mm256_loadu_ps(c + 4 * ldc)); c41 = _mm256_add_ps(c41, _mm256_loadu_ps(c + 4 * ldc + 8));
+        c50 = _mm256_add_ps(c50, _mm256_loadu_ps(c + 5 * ldc)); c51 = _mm256_add_ps(c51, _mm256_loadu_ps(c + 5 * ldc + 8));
+    }
+    _mm256_storeu_ps(c + 0 * ldc, c00); _mm256_storeu_ps(c + 0 * ldc + 8, c01);
+    _mm256_storeu_ps(c + 1 * ldc, c10); _mm256_storeu_ps(c + 1 * ldc + 8, c11);
+    _mm256_storeu_ps(c + 2 * ldc, c20); _mm256_storeu_ps(c + 2 * ldc + 8, c21);
+    _mm256_storeu_ps(c + 3 * ldc, c30); _mm256_storeu_ps(c + 3 * ldc + 8, c31);
+    _mm256_storeu_ps(c + 4 * ldc, c40); _mm256_storeu_ps(c + 4 * ldc + 8, c41);
+    _mm256_storeu_ps(c + 5 * ldc, c50); _mm256_storeu_ps(c + 5 * ldc + 8, c51);
+}
+
+void mxcc_ukernel_f32_6x16_avx2fma(int k, const float *ap, const float *bp, float *c, int ldc,
+                                   int m, int n, int beta)
+{
+    if (m == MR && n == NR) {
+        tile_6x16(k, ap, bp, c, ldc, beta);
+        return;
+    }
+    /* edge tile: compute the full tile into a stack tile, then copy the valid m x n corner */
+    float tile[MR * NR] __attribute__((aligned(32)));  /* (MR, NR) */
+    if (beta) {
+        /* zero the padding too: it is added to the discarded accumulators and must be defined */
+        for (int i = 0; i < MR * NR; i++) {
+            tile[i] = 0.0f;
+        }
+        for (int i = 0; i < m; i++) {
+            for (int j = 0; j < n; j++) {
+                tile[i * NR + j] = c[(long)i * ldc + j];
+            }
+        }
+    }
+    tile_6x16(k, ap, bp, tile, NR, beta);
+    for (int i = 0; i < m; i++) {
+        for (int j = 0; j < n; j++) {
+            c[(long)i * ldc + j] = tile[i * NR + j];
+        }
+    }
+}
+
+#endif /* __AVX2__ && __FMA__ */

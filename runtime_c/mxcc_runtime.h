@@ -1,0 +1,50 @@
+/* The only header generated C includes: the context, the slot table, and the runtime kernels.
+ *
+ * A context owns everything one run needs (arena, GEMM packing buffers, host-bound pointers), so two
+ * contexts can run in two threads at once; there is no global mutable state in the runtime. */
+#ifndef MXCC_RUNTIME_H
+#define MXCC_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+
+#include "gemm/mxcc_gemm.h"
+#include "mxcc_math.h"
+
+#define MXCC_NOINLINE __attribute__((noinline))
+#define MXCC_RESTRICT restrict
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mxcc_ctx {
+    unsigned char *arena;     /* every intermediate, at offsets fixed by the planner; 64-byte aligned */
+    size_t arena_bytes;
+    void **slots;             /* host-bound tensors: inputs, params, aux states, outputs (plan order) */
+    int n_slots;
+    mxcc_gemm_ws *gemm;       /* GEMM packing buffers */
+} mxcc_ctx;
+
+/* What a generated network says about each host-bound tensor (for the standalone executables). */
+typedef struct mxcc_slot_info {
+    const char *name;
+    const char *kind;         /* "input" | "param" | "aux" | "output" */
+    int ndim;
+    long long shape[8];
+    size_t size;              /* elements */
+} mxcc_slot_info;
+
+/* NULL on failure, with a message in err. */
+mxcc_ctx *mxcc_ctx_create(size_t arena_bytes, int n_slots, char *err, size_t errlen);
+void mxcc_ctx_free(mxcc_ctx *ctx);
+void **mxcc_ctx_slots(mxcc_ctx *ctx);
+void mxcc_set_num_threads(int n);
+int mxcc_get_num_threads(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MXCC_RUNTIME_H */
