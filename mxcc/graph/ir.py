@@ -61,7 +61,11 @@ class Node:
             return 1
         if self.out_types is not None:
             return len(self.out_types)
-        return self.opdef.num_outputs(self.params) if self.params is not None else 1
+        params = self.params
+        if params is None:
+            from mxcc.ops import attrs as attrs_parser
+            params = attrs_parser.parse(self.opdef.attrs, self.attrs, node=self.name, op=self.op)
+        return self.opdef.num_outputs(params)
 
 
 @dataclass(frozen=True)

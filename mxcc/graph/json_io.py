@@ -23,7 +23,7 @@ _HIDDEN_KEYS = ("ctx_group", "lr_mult", "wd_mult", "force_mirroring", "mirror_st
 def load_json(source: str | os.PathLike, *, name: str = "<json>") -> Graph:
     """Parse MXNet symbol JSON given as text or as a path to a file."""
     text = source
-    if isinstance(source, os.PathLike) or (isinstance(source, str) and not source.lstrip().startswith("{")):
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and not source.lstrip().startswith(("{", "["))):
         name = os.fspath(source)
         try:
             with open(source, encoding="utf-8") as f:
@@ -148,18 +148,18 @@ def graph_to_dict(g: Graph) -> dict:
         if n.control_deps:
             d["control_deps"] = list(n.control_deps)
         nodes.append(d)
-    row_ptr = [0]
-    for n in g.nodes:
-        row_ptr.append(row_ptr[-1] + n.num_outputs)
     attrs = dict(g.attrs)
     attrs["mxnet_version"] = ["int", MXNET_VERSION]
-    return {
-        "nodes": nodes,
-        "arg_nodes": [n.id for n in g.nodes if n.is_variable],
-        "node_row_ptr": row_ptr,
-        "heads": [[h.node, h.index, h.version] for h in g.heads],
-        "attrs": attrs,
-    }
+    doc = {"nodes": nodes, "arg_nodes": [n.id for n in g.nodes if n.is_variable]}
+    from mxcc.ops import REGISTRY
+    if all(n.is_variable or n.op in REGISTRY for n in g.nodes):   # optional for MXNet's loader
+        row_ptr = [0]
+        for n in g.nodes:
+            row_ptr.append(row_ptr[-1] + n.num_outputs)
+        doc["node_row_ptr"] = row_ptr
+    doc["heads"] = [[h.node, h.index, h.version] for h in g.heads]
+    doc["attrs"] = attrs
+    return doc
 
 
 def dump_json(g: Graph) -> str:

@@ -16,7 +16,8 @@ def register(op: OpDef) -> OpDef:
 
 
 def supported_ops() -> list[str]:
-    return sorted(REGISTRY)
+    """Canonical op names (aliases such as _Plus are accepted too)."""
+    return sorted({op.name for op in REGISTRY.values()})
 
 
 def get_op(name: str, node: str = "?") -> OpDef:

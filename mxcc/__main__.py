@@ -1,0 +1,6 @@
+"""`python -m mxcc` = the `mxcc` command."""
+import sys
+
+from mxcc.cli import main
+
+sys.exit(main())

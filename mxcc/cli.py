@@ -1,0 +1,120 @@
+"""The `mxcc` command line: argparse only. Errors print as one line and exit 2 (traceback with --debug).
+
+    mxcc compile NET.json --shape data=1,784 [--params FILE] [-o DIR] [--name NAME] [--no-fuse] [--no-plan]
+    mxcc run DIR --input data=x.npy [--input ...] [--output out.npz]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from mxcc.errors import MxccError
+
+
+def _shape(text: str) -> tuple[str, tuple[int, ...]]:
+    name, sep, dims = text.partition("=")
+    try:
+        if not sep or not name:
+            raise ValueError
+        shape = tuple(int(d) for d in dims.split(","))
+        if not shape or any(d <= 0 for d in shape):
+            raise ValueError
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=D1,D2,... with positive integers") from None
+    return name, shape
+
+
+def _named_file(text: str) -> tuple[str, str]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=FILE.npy")
+    return name, path
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mxcc", description="Compile MXNet-style networks to fast C.")
+    p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    c = sub.add_parser("compile", help="compile a symbol JSON to C, a Python module and a benchmark")
+    c.add_argument("net", help="MXNet *-symbol.json")
+    c.add_argument("--shape", action="append", type=_shape, required=True, metavar="NAME=D1,D2,...",
+                   help="shape of an input (repeat for several inputs)")
+    c.add_argument("--params", help="MXNet .params (or .npz) with the weights")
+    c.add_argument("-o", "--out", help="output directory (default: build/<name>)")
+    c.add_argument("--name", help="network name used in C symbols (default: from the file name)")
+    c.add_argument("--no-fuse", action="store_true", help="one kernel per node")
+    c.add_argument("--no-plan", action="store_true", help="one arena range per intermediate (no reuse)")
+    c.add_argument("--isa", default=None, help="gcc -march value (default: native)")
+    c.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+
+    r = sub.add_parser("run", help="run a compiled module on .npy inputs")
+    r.add_argument("dir", help="directory written by `mxcc compile`")
+    r.add_argument("--input", action="append", type=_named_file, default=[], metavar="NAME=FILE.npy")
+    r.add_argument("--output", help="write the outputs to this .npz (default: print them)")
+    r.add_argument("--threads", type=int, default=None)
+    r.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+def _compile(args) -> int:
+    import mxcc
+    from mxcc.compiler import _default_name
+    shapes = dict(args.shape)
+    name = args.name or _default_name(args.net)
+    out = args.out or os.path.join("build", name)
+    t = time.perf_counter()
+    mod = mxcc.compile(args.net, shapes, args.params, out_dir=out, name=name, fuse=not args.no_fuse,
+                       plan=not args.no_plan, isa=args.isa)
+    dt = time.perf_counter() - t
+    print(f"compiled {args.net} -> {out}/ ({'cached' if mod.cached else 'built'} in {dt:.2f} s)")
+    print(f"  inputs : {', '.join(f'{k}{v}' for k, v in mod.input_shapes.items())}")
+    print(f"  outputs: {', '.join(f'{k}{v}' for k, v in mod.output_shapes.items())}")
+    print(f"  python : mxcc.load({out!r}).forward(...)    bench: {out}/{mod.meta['bench']} --iters 1000")
+    return 0
+
+
+def _run(args) -> int:
+    import numpy as np
+    import mxcc
+    mod = mxcc.load(args.dir)
+    if args.threads:
+        mod.set_num_threads(args.threads)
+    inputs = {}
+    for name, path in args.input:
+        try:
+            inputs[name] = np.load(path)
+        except (OSError, ValueError) as e:
+            raise MxccError(f"cannot read input {name!r} from {path}: {e}") from None
+    outs = mod.forward(**inputs)
+    names = list(mod.output_shapes)
+    if args.output:
+        from mxcc.build import atomic_write
+        import io
+        buf = io.BytesIO()
+        np.savez(buf, **dict(zip(names, outs)))
+        atomic_write(args.output, buf.getvalue())
+        print(f"wrote {', '.join(names)} to {args.output}")
+    else:
+        for n, o in zip(names, outs):
+            print(f"{n} {o.shape}:\n{o}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return {"compile": _compile, "run": _run}[args.cmd](args)
+    except MxccError as e:
+        if args.debug:
+            raise
+        print(f"mxcc: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
