@@ -34,7 +34,7 @@ def fuse(graph: Graph, enabled: bool = True) -> Graph:
             continue
         members = [n.id]
         if enabled and op.fusion in (Fusion.ANCHOR, Fusion.ELEMWISE):
-            _grow(graph, members, readers, heads)
+            _grow(graph, members, readers, heads, taken)
         taken.update(members)
         last = graph.nodes[members[-1]]
         outs = tuple(Ref(last.id, i) for i in range(len(last.out_types) - last.opdef.hidden_outputs))
@@ -42,7 +42,9 @@ def fuse(graph: Graph, enabled: bool = True) -> Graph:
     return graph.with_nodes(graph.nodes, groups=tuple(groups))
 
 
-def _grow(graph: Graph, members: list[int], readers, heads) -> None:
+def _grow(graph: Graph, members: list[int], readers, heads, taken: set[int]) -> None:
+    """Absorb readers while allowed; a reader's other inputs must already be computed (variables, or
+    outputs of earlier groups), so the group can run where it starts."""
     anchor = graph.nodes[members[0]]
     epilogue_acts = 0
     while True:
@@ -51,6 +53,9 @@ def _grow(graph: Graph, members: list[int], readers, heads) -> None:
         if key in heads or len(rs) != 1:
             return
         nxt = graph.nodes[rs[0]]
+        ready = all(r.node in members or r.node in taken or graph.nodes[r.node].is_variable for r in nxt.inputs)
+        if not ready:
+            return
         if nxt.opdef.fusion is not Fusion.ELEMWISE or nxt.out_types[0] != graph.nodes[members[-1]].out_types[0]:
             return
         if anchor.opdef.fusion is Fusion.ANCHOR:
