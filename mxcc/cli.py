@@ -48,14 +48,14 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--no-fuse", action="store_true", help="one kernel per node")
     c.add_argument("--no-plan", action="store_true", help="one arena range per intermediate (no reuse)")
     c.add_argument("--isa", default=None, help="gcc -march value (default: native)")
-    c.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    c.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
     r = sub.add_parser("run", help="run a compiled module on .npy inputs")
     r.add_argument("dir", help="directory written by `mxcc compile`")
     r.add_argument("--input", action="append", type=_named_file, default=[], metavar="NAME=FILE.npy")
     r.add_argument("--output", help="write the outputs to this .npz (default: print them)")
     r.add_argument("--threads", type=int, default=None)
-    r.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    r.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return p
 
 
