@@ -1,0 +1,387 @@
+"""runtime_c/gemm/: micro-kernels against their reference twins, packing layouts, and the whole GEMM against
+numpy in float64 (directly for small sizes, by Freivalds' projection for large ones), the epilogue, threads,
+and a sanitizer build of a C driver that compares mxcc_gemm_f32 with mxcc_gemm_f32_ref.
+
+Tolerances. A float32 dot product of length K, FMA-contracted and summed in blocks, has a rounding error of
+at most ~K·u·(|a|·|b|) and typically ~sqrt(K)·u·(|a|·|b|), u = 2^-24 ≈ 6e-8. We allow
+GEMM_RTOL·sqrt(K)·(|op(A)|·|op(B)|) per output, GEMM_RTOL = 1e-6 ≈ 17u: an indexing or packing bug is off by
+O(|a||b|), many orders of magnitude more, while rounding stays below it for every K tested here (worst case
+K·u ≤ 1e-6·sqrt(K) up to K = 280, and random errors grow like sqrt(K), not K, beyond).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+GEMM_RTOL = 1e-6
+ACTS = ["NONE", "RELU", "SIGMOID", "TANH", "SOFTRELU", "SOFTSIGN", "LEAKY", "CLIP"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# ---- helpers ------------------------------------------------------------------------------------------
+
+
+def fbuf(ffi, x: np.ndarray):
+    """A float* view of a C-contiguous float32 array (keeps the array alive while the cdata lives)."""
+    assert x.dtype == np.float32 and x.flags.c_contiguous
+    return ffi.from_buffer("float[]", x)
+
+
+def padded(rng, rows: int, cols: int, pad: int, fill=None) -> np.ndarray:
+    """A (rows, cols + pad) float32 matrix: callers pass it with ld = cols + pad and use [:, :cols]."""
+    x = rng.standard_normal((rows, cols + pad)).astype(np.float32)
+    if fill is not None:
+        x[:, :cols] = fill
+    return x
+
+
+def gemm_bound(opa: np.ndarray, opb: np.ndarray, k: int) -> np.ndarray:
+    """The per-output error allowance described in the module docstring."""
+    return GEMM_RTOL * np.sqrt(max(k, 1)) * (np.abs(opa) @ np.abs(opb)) + 1e-30
+
+
+def make_problem(rng, M, N, K, ta, tb, pad=(0, 0, 0)):
+    """Random A, B (stored as the transposition flags say) with padded leading dimensions."""
+    a_rows, a_cols = (K, M) if ta else (M, K)
+    b_rows, b_cols = (N, K) if tb else (K, N)
+    A = padded(rng, a_rows, a_cols, pad[0])
+    B = padded(rng, b_rows, b_cols, pad[1])
+    opa = A[:, :a_cols].astype(np.float64)
+    opb = B[:, :b_cols].astype(np.float64)
+    opa = opa.T if ta else opa
+    opb = opb.T if tb else opb
+    return A, a_cols + pad[0], B, b_cols + pad[1], opa, opb
+
+
+def run_gemm(gemm, ws, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, ep=None):
+    ffi, lib = gemm
+    lib.mxcc_gemm_f32(ws, ta, tb, M, N, K, fbuf(ffi, A), lda, fbuf(ffi, B), ldb, float(beta),
+                      fbuf(ffi, C), ldc, ffi.NULL if ep is None else ep)
+
+
+def act_ref(name: str, x: np.ndarray, alpha=0.1, lo=-0.5, hi=0.5) -> np.ndarray:
+    """MXNet's activations (mshadow_op.h) in float64."""
+    if name == "NONE":
+        return x
+    if name == "RELU":
+        return np.where(x > 0, x, 0.0)
+    if name == "SIGMOID":
+        return 1.0 / (1.0 + np.exp(-x))
+    if name == "TANH":
+        return np.tanh(x)
+    if name == "SOFTRELU":
+        return np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20))))
+    if name == "SOFTSIGN":
+        return x / (1 + np.abs(x))
+    if name == "LEAKY":
+        return np.where(x > 0, x, alpha * x)
+    if name == "CLIP":
+        return np.where(x < lo, lo, np.where(x > hi, hi, x))
+    raise ValueError(name)
+
+
+# ---- micro-kernel: AVX2 against the reference, XNNPACK-style edge matrix --------------------------------
+
+
+def test_ukernel_avx2_matches_ref_on_edge_matrix(gemm):
+    """Every m <= MR, n <= NR, k in {1, odd, even, > unroll}, beta 0/1, strided C with guard cells."""
+    ffi, lib = gemm
+    MR, NR = lib.MXCC_GEMM_MR, lib.MXCC_GEMM_NR
+    rng = np.random.default_rng(1)
+    ldc = NR + 5  # strided C: 5 guard floats after every row
+    for k in (1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33):
+        ap = rng.standard_normal((k, MR)).astype(np.float32)  # one packed A micro-panel
+        bp = rng.standard_normal((k, NR)).astype(np.float32)  # one packed B micro-panel
+        for m in range(1, MR + 1):
+            for n in range(1, NR + 1):
+                exact = ap[:, :m].T.astype(np.float64) @ bp[:, :n].astype(np.float64)
+                bound = gemm_bound(ap[:, :m].T, bp[:, :n], k)
+                for beta in (0, 1):
+                    c_old = rng.standard_normal((MR + 1, ldc)).astype(np.float32)
+                    if beta == 0:
+                        c_old[:m, :n] = np.nan  # beta == 0 must never read C
+                    want = exact + (c_old[:m, :n] if beta else 0)
+                    for kernel in (lib.mxcc_ukernel_f32_6x16_avx2fma, lib.mxcc_ukernel_f32_ref):
+                        c = c_old.copy()
+                        kernel(k, fbuf(ffi, ap), fbuf(ffi, bp), fbuf(ffi, c), ldc, m, n, beta)
+                        where = f"{kernel} k={k} m={m} n={n} beta={beta}"
+                        assert np.all(np.abs(c[:m, :n] - want) <= bound + 1e-6 * np.abs(want)), where
+                        outside = np.ones_like(c, dtype=bool)
+                        outside[:m, :n] = False
+                        assert np.array_equal(c[outside], c_old[outside]), f"{where}: wrote outside the tile"
+
+
+# ---- packing -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("trans", [0, 1], ids=["notrans", "trans"])
+def test_pack_a_layout_and_zero_padding(gemm, trans):
+    ffi, lib = gemm
+    MR = lib.MXCC_GEMM_MR
+    rng = np.random.default_rng(2)
+    for mc, kc in [(1, 1), (5, 3), (6, 7), (7, 16), (13, 33), (18, 2)]:
+        lda = (mc if trans else kc) + 3
+        A = rng.standard_normal((kc if trans else mc, lda)).astype(np.float32)
+        opa = A[:kc, :mc].T if trans else A[:mc, :kc]  # (mc, kc)
+        panels = -(-mc // MR)
+        ap = np.full(panels * MR * kc, np.nan, np.float32)
+        lib.mxcc_pack_a_f32(trans, mc, kc, fbuf(ffi, A), lda, fbuf(ffi, ap))
+        want = np.zeros((panels * MR, kc), np.float32)
+        want[:mc] = opa
+        # panel p, element (k, r) = op(A)[p*MR + r, k]
+        want = want.reshape(panels, MR, kc).transpose(0, 2, 1).ravel()
+        assert np.array_equal(ap, want), (mc, kc)
+
+
+@pytest.mark.parametrize("trans", [0, 1], ids=["notrans", "trans"])
+def test_pack_b_layout_and_zero_padding(gemm, trans):
+    ffi, lib = gemm
+    NR = lib.MXCC_GEMM_NR
+    rng = np.random.default_rng(3)
+    for kc, nc in [(1, 1), (3, 15), (7, 16), (16, 17), (33, 40), (2, 64)]:
+        ldb = (kc if trans else nc) + 3
+        B = rng.standard_normal((nc if trans else kc, ldb)).astype(np.float32)
+        opb = B[:nc, :kc].T if trans else B[:kc, :nc]  # (kc, nc)
+        panels = -(-nc // NR)
+        bp = np.full(panels * NR * kc, np.nan, np.float32)
+        lib.mxcc_pack_b_f32(trans, kc, nc, fbuf(ffi, B), ldb, fbuf(ffi, bp))
+        want = np.zeros((kc, panels * NR), np.float32)
+        want[:, :nc] = opb
+        # panel q, element (k, c) = op(B)[k, q*NR + c]
+        want = want.reshape(kc, panels, NR).transpose(1, 0, 2).ravel()
+        assert np.array_equal(bp, want), (kc, nc)
+
+
+# ---- small-M kernels (rows of A against rows of W) ------------------------------------------------------
+
+
+def test_rowdot_avx2_and_ref_match_numpy(gemm):
+    """m = 1..SMALLM_MAX, n around the 4-row W tile, k around the 8/16-float steps, strided, beta 0/1."""
+    ffi, lib = gemm
+    rng = np.random.default_rng(4)
+    for k in (1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 100):
+        for m in range(1, lib.MXCC_GEMM_SMALLM_MAX + 1):
+            for n in (1, 2, 3, 4, 5, 7, 8, 9, 13):
+                a = padded(rng, m, k, 2)
+                w = padded(rng, n, k, 1)
+                exact = a[:, :k].astype(np.float64) @ w[:, :k].T.astype(np.float64)
+                bound = gemm_bound(a[:, :k], w[:, :k].T, k)
+                for beta in (0, 1):
+                    c_old = padded(rng, m, n, 3, fill=np.nan if beta == 0 else None)
+                    want = exact + (c_old[:, :n] if beta else 0)
+                    for kernel in (lib.mxcc_ukernel_f32_rowdot_avx2fma, lib.mxcc_ukernel_f32_rowdot_ref):
+                        c = c_old.copy()
+                        kernel(m, n, k, fbuf(ffi, a), k + 2, fbuf(ffi, w), k + 1, fbuf(ffi, c), n + 3, beta)
+                        where = f"{kernel} m={m} n={n} k={k} beta={beta}"
+                        assert np.all(np.abs(c[:, :n] - want) <= bound + 1e-6 * np.abs(want)), where
+                        assert np.array_equal(c[:, n:], c_old[:, n:]), f"{where}: wrote past n"
+
+
+# ---- whole GEMM against numpy ---------------------------------------------------------------------------
+
+# (M, N, K): 1, primes, around MR = 6 and NR = 16 and their multiples, up to 70; M <= 8 with trans_b takes
+# the small-M path, the rest the packed path.
+SMALL_SIZES = [
+    (1, 1, 1), (1, 16, 1), (6, 16, 1), (1, 1, 70), (2, 3, 5), (7, 17, 3), (5, 15, 2), (6, 16, 8),
+    (6, 16, 9), (12, 32, 16), (13, 33, 17), (11, 13, 19), (23, 29, 31), (37, 41, 43), (47, 53, 59),
+    (61, 67, 70), (64, 64, 64), (70, 70, 70), (70, 1, 33), (1, 70, 33), (3, 70, 65), (9, 8, 64),
+    (8, 9, 65), (4, 48, 47), (18, 5, 70), (5, 18, 1), (31, 2, 70), (2, 31, 69), (17, 64, 7), (64, 17, 6),
+    (66, 66, 1), (69, 3, 3), (3, 69, 2), (48, 48, 48), (53, 19, 37), (19, 53, 41), (42, 24, 33), (7, 7, 7),
+    (8, 128, 67), (1, 128, 64),
+]
+# big enough for the driver to use 2 threads; split by rows (M large) or by B micro-panels (M small)
+MEDIUM_SIZES = [(64, 128, 784), (256, 128, 200), (20, 300, 200), (150, 97, 131)]
+
+TRANS = [(0, 0), (0, 1), (1, 0), (1, 1)]
+TRANS_IDS = ["NN", "NT", "TN", "TT"]
+
+
+@pytest.mark.parametrize("ta,tb", TRANS, ids=TRANS_IDS)
+def test_gemm_matches_numpy(gemm, gemm_ws, threads, ta, tb):
+    rng = np.random.default_rng(5)
+    for idx, (M, N, K) in enumerate(SMALL_SIZES + MEDIUM_SIZES):
+        pad = (idx % 3, (idx + 1) % 3, idx % 4)  # leading dimensions past the row lengths
+        A, lda, B, ldb, opa, opb = make_problem(rng, M, N, K, ta, tb, pad[:2])
+        beta = idx % 2
+        C = padded(rng, M, N, pad[2], fill=np.nan if beta == 0 else None)
+        c_old = C[:, :N].astype(np.float64)
+        run_gemm(gemm, gemm_ws, ta, tb, M, N, K, A, lda, B, ldb, beta, C, N + pad[2])
+        want = opa @ opb + (c_old if beta else 0)
+        # beta 1 adds one more float32 rounding, of a value of size |c_old| + |a||b|
+        bound = gemm_bound(opa, opb, K) + (GEMM_RTOL * np.abs(c_old) if beta else 0)
+        err = np.abs(C[:, :N] - want)
+        assert np.all(err <= bound), f"M={M} N={N} K={K} beta={beta}: max err {err.max()}"
+
+
+@pytest.mark.parametrize("ta,tb", TRANS, ids=TRANS_IDS)
+def test_gemm_large_freivalds(gemm, gemm_ws, threads, ta, tb):
+    """Sizes past every block size with ragged edges, checked in O(n^2): C·r against A·(B·r) in float64.
+    With C's per-element error bounded as in the module docstring, |(C - AB)·r| <= bound·|r| row by row.
+    A wrong element of C (an indexing bug) is off by O(|a||b|·sqrt(K)) and shows up unless r_j ~ 0; two
+    random r make a miss negligible."""
+    rng = np.random.default_rng(6)
+    # (M, N, K): ragged MC/KC/NC edges; N > NC = 3072 (two jc steps); K = 1100 -> 3 KC steps
+    for M, N, K, beta in [(1237, 1031, 1100, 0), (67, 3100, 391, 1), (1001, 7, 1500, 0)]:
+        A, lda, B, ldb, opa, opb = make_problem(rng, M, N, K, ta, tb, (1, 2))
+        C = padded(rng, M, N, 1, fill=np.nan if beta == 0 else None)
+        c_old = C[:, :N].astype(np.float64)
+        run_gemm(gemm, gemm_ws, ta, tb, M, N, K, A, lda, B, ldb, beta, C, N + 1)
+        got = C[:, :N].astype(np.float64) - (c_old if beta else 0)
+        for _ in range(2):
+            r = rng.standard_normal(N)
+            lhs, rhs = got @ r, opa @ (opb @ r)
+            bound = GEMM_RTOL * np.sqrt(K) * (np.abs(opa) @ (np.abs(opb) @ np.abs(r)))
+            assert np.all(np.abs(lhs - rhs) <= bound), f"M={M} N={N} K={K}: {np.abs(lhs - rhs).max()}"
+
+
+def test_gemm_degenerate_sizes(gemm, gemm_ws):
+    """K = 0 is an empty sum (C = beta·C, then the epilogue); M = 0 or N = 0 touch nothing."""
+    ffi, lib = gemm
+    rng = np.random.default_rng(7)
+    A = np.ones((4, 4), np.float32)
+    C = np.full((3, 5), np.nan, np.float32)
+    run_gemm(gemm, gemm_ws, 0, 0, 3, 5, 0, A, 4, A, 4, 0, C, 5)
+    assert np.array_equal(C, np.zeros((3, 5), np.float32))
+    C = rng.standard_normal((3, 5)).astype(np.float32)
+    bias = np.arange(5, dtype=np.float32)
+    ep = ffi.new("mxcc_epilogue *", {"bias": fbuf(ffi, bias)})
+    want = C + bias
+    run_gemm(gemm, gemm_ws, 0, 1, 3, 5, 0, A, 4, A, 4, 1, C, 5, ep)
+    assert np.array_equal(C, want)
+    C = rng.standard_normal((3, 5)).astype(np.float32)
+    before = C.copy()
+    run_gemm(gemm, gemm_ws, 0, 0, 0, 5, 4, A, 4, A, 4, 0, C, 5)
+    run_gemm(gemm, gemm_ws, 0, 0, 3, 0, 4, A, 4, A, 4, 0, C, 5)
+    assert np.array_equal(C, before)
+
+
+def test_workspace_with_fewer_slots_than_threads(gemm):
+    """A workspace for 1 thread caps the team at 1, whatever OpenMP offers."""
+    ffi, lib = gemm
+    ws = lib.mxcc_gemm_ws_create(1)
+    before = lib.omp_get_max_threads()
+    lib.omp_set_num_threads(2)
+    try:
+        rng = np.random.default_rng(8)
+        A, lda, B, ldb, opa, opb = make_problem(rng, 300, 200, 150, 0, 0)
+        C = np.full((300, 200), np.nan, np.float32)
+        run_gemm(gemm, ws, 0, 0, 300, 200, 150, A, lda, B, ldb, 0, C, 200)
+        assert np.all(np.abs(C - opa @ opb) <= gemm_bound(opa, opb, 150))
+    finally:
+        lib.omp_set_num_threads(before)
+        lib.mxcc_gemm_ws_free(ws)
+
+
+# ---- epilogue ------------------------------------------------------------------------------------------
+
+# (M, N, K, ta, tb): the packed path with ragged tiles, and the small-M path (M <= 8, B transposed)
+EPILOGUE_SHAPES = [(37, 45, 29, 0, 0), (13, 70, 40, 1, 1), (5, 37, 29, 0, 1), (1, 19, 64, 0, 1)]
+
+
+def _epilogue_case(gemm, ws, rng, shape, act, per_row, parts, beta):
+    """Runs one GEMM with an epilogue of the given parts and compares it with a float64 numpy version."""
+    ffi, lib = gemm
+    M, N, K, ta, tb = shape
+    A, lda, B, ldb, opa, opb = make_problem(rng, M, N, K, ta, tb, (1, 0))
+    vlen = M if per_row else N
+    vec = {
+        # shifts up to +-30 push pre-activations past softrelu's 20 threshold and deep into sigmoid's tails
+        "scale": rng.uniform(0.5, 2.0, vlen).astype(np.float32),
+        "shift": rng.uniform(-30, 30, vlen).astype(np.float32),
+        "bias": rng.standard_normal(vlen).astype(np.float32),
+    }
+    residual = padded(rng, M, N, 3)  # own leading dimension N + 3
+    fields = {"per_row": per_row, "act": getattr(lib, f"MXCC_ACT_{act}"), "alpha": 0.1, "lo": -0.5, "hi": 0.5}
+    keep = []
+    for name in ("scale", "shift", "bias"):
+        if name in parts:
+            keep.append(fbuf(ffi, vec[name]))
+            fields[name] = keep[-1]
+    if "residual" in parts:
+        keep.append(fbuf(ffi, residual))
+        fields["residual"], fields["ld_residual"] = keep[-1], N + 3
+    ep = ffi.new("mxcc_epilogue *", fields)
+    C = padded(rng, M, N, 2, fill=np.nan if beta == 0 else None)
+    x = opa @ opb + (C[:, :N].astype(np.float64) if beta else 0)
+    bound = gemm_bound(opa, opb, K) + (1e-6 * np.abs(C[:, :N]) if beta else 0)
+    run_gemm(gemm, ws, ta, tb, M, N, K, A, lda, B, ldb, beta, C, N + 2, ep)
+
+    def along(v):  # a per-row vector broadcasts down columns, a per-column one along rows
+        return v.astype(np.float64)[:, None] if per_row else v.astype(np.float64)[None, :]
+
+    if "scale" in parts:
+        x, bound = x * along(vec["scale"]), bound * np.abs(along(vec["scale"]))
+    if "shift" in parts:
+        x = x + along(vec["shift"])
+    if "bias" in parts:
+        x = x + along(vec["bias"])
+    if "residual" in parts:
+        x = x + residual[:, :N]
+    # every activation is at most 1-Lipschitz (leaky/clip too), so the GEMM bound carries through; the
+    # float32 epilogue adds a few roundings of values of size |x| (16u ~ 1e-6 each) and libm's ulps
+    tol = bound + 1e-6 * (np.abs(x) + 1)
+    want = act_ref(act, x)
+    got = C[:, :N].astype(np.float64)
+    assert np.all(np.abs(got - want) <= tol), (
+        f"{shape} act={act} per_row={per_row} parts={parts} beta={beta}: max err {np.abs(got - want).max()}")
+
+
+@pytest.mark.parametrize("per_row", [0, 1], ids=["per_col", "per_row"])
+@pytest.mark.parametrize("act", ACTS)
+def test_epilogue_every_activation(gemm, gemm_ws, act, per_row):
+    """scale, shift, bias, residual and the activation together, with beta 1, on both GEMM paths."""
+    rng = np.random.default_rng(9)
+    for shape in EPILOGUE_SHAPES:
+        _epilogue_case(gemm, gemm_ws, rng, shape, act, per_row, ("scale", "shift", "bias", "residual"), 1)
+
+
+@pytest.mark.parametrize("parts", [("bias",), ("scale",), ("shift",), ("residual",), ("scale", "shift")])
+@pytest.mark.parametrize("per_row", [0, 1], ids=["per_col", "per_row"])
+def test_epilogue_each_part_alone(gemm, gemm_ws, threads, parts, per_row):
+    """Each part on its own (NULL means 'nothing' for the others), beta 0, with relu."""
+    rng = np.random.default_rng(10)
+    for shape in EPILOGUE_SHAPES + [(64, 128, 784, 0, 1)]:
+        _epilogue_case(gemm, gemm_ws, rng, shape, "RELU", per_row, parts, 0)
+
+
+def test_softrelu_is_stable_for_large_inputs(gemm, gemm_ws):
+    """log(1 + exp(x)) overflows in float32 past x ~ 88; MXNet returns x above 20."""
+    ffi, lib = gemm
+    A = np.array([[1.0]], np.float32)
+    B = np.array([[-100.0, -20.0, 0.0, 19.5, 20.5, 100.0, 1e30]], np.float32)
+    C = np.empty_like(B)
+    ep = ffi.new("mxcc_epilogue *", {"act": lib.MXCC_ACT_SOFTRELU})
+    run_gemm(gemm, gemm_ws, 0, 0, 1, 7, 1, A, 1, B, 7, 0, C, 7, ep)
+    want = np.where(B > 20, B, np.log1p(np.exp(np.minimum(B.astype(np.float64), 20))))
+    assert np.all(np.isfinite(C))
+    np.testing.assert_allclose(C, want, rtol=1e-6, atol=1e-30)
+
+
+# ---- sanitizer build -----------------------------------------------------------------------------------
+
+
+def test_gemm_under_address_and_undefined_sanitizers(tmp_path):
+    """tests/runtime/gemm_sanity.c with every GEMM source under ASan + UBSan (+ LeakSanitizer): random
+    sizes, transpositions, strides, epilogues and nested calls, compared with mxcc_gemm_f32_ref."""
+    cc = os.environ.get("CC", "gcc")
+    if shutil.which(cc) is None:
+        pytest.skip(f"no C compiler ({cc}) on PATH")
+    from benchmarks._build_gemm import GEMM_DIR, gemm_sources
+
+    exe = tmp_path / "gemm_sanity"
+    cmd = [cc, "-O1", "-g", "-march=native", "-std=c11", "-fopenmp", "-fno-omit-frame-pointer",
+           "-fsanitize=address,undefined", "-fno-sanitize-recover=all", f"-I{GEMM_DIR}",
+           str(Path(__file__).with_name("gemm_sanity.c")), *map(str, gemm_sources()), "-lm", "-o", str(exe)]
+    build = subprocess.run(cmd, capture_output=True, text=True)
+    if build.returncode != 0 and ("asan" in build.stderr or "ubsan" in build.stderr):
+        pytest.skip(f"sanitizer runtime not installed: {build.stderr.strip()[-300:]}")
+    assert build.returncode == 0, build.stderr
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1",
+               OMP_NUM_THREADS="2")
+    run = subprocess.run([str(exe), "150"], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
