@@ -7,6 +7,7 @@ block sizes and OpenMP's thread setters. Compiled in API mode with the flags gen
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import re
 from pathlib import Path
@@ -44,24 +45,36 @@ def gemm_sources() -> list[Path]:
     return sorted(GEMM_DIR.glob("*.c"))
 
 
-def build_gemm(build_dir: str | Path, module_name: str = "_mxcc_gemm_test"):
-    """Compile the GEMM sources in build_dir and import the module. Returns (ffi, lib)."""
+def build_gemm(build_dir: str | Path, module_name: str = "_mxcc_gemm"):
+    """Compile the GEMM sources into build_dir and import the module; returns (ffi, lib).
+
+    The module name carries a hash of the sources, headers, cdef and flags, so a later call with the same
+    build_dir (a benchmark's worker processes) imports the existing build instead of compiling again."""
     import cffi  # imported here so that importing this file never needs cffi
 
+    cdef = _declarations(GEMM_DIR / "mxcc_gemm.h") + _declarations(GEMM_DIR / "gemm_internal.h") + _EXTRA_CDEF
+    digest = hashlib.sha256(cdef.encode() + " ".join(CFLAGS).encode())
+    for path in sorted(GEMM_DIR.glob("*.[ch]")):
+        digest.update(path.name.encode() + path.read_bytes())
+    module_name = f"{module_name}_{digest.hexdigest()[:12]}"
     build_dir = Path(build_dir)
     build_dir.mkdir(parents=True, exist_ok=True)
-    ffi = cffi.FFI()
-    ffi.cdef(_declarations(GEMM_DIR / "mxcc_gemm.h") + _declarations(GEMM_DIR / "gemm_internal.h") + _EXTRA_CDEF)
-    ffi.set_source(
-        module_name,
-        '#include <omp.h>\n#include "gemm_internal.h"\n',
-        sources=[str(p) for p in gemm_sources()],
-        include_dirs=[str(GEMM_DIR)],
-        extra_compile_args=list(CFLAGS),
-        extra_link_args=["-fopenmp"],
-        libraries=["m"],
-    )
-    so_path = ffi.compile(tmpdir=str(build_dir), verbose=False)
+    built = sorted(build_dir.glob(f"{module_name}.*.so")) + sorted(build_dir.glob(f"{module_name}.so"))
+    if built:
+        so_path = str(built[0])
+    else:
+        ffi = cffi.FFI()
+        ffi.cdef(cdef)
+        ffi.set_source(
+            module_name,
+            '#include <omp.h>\n#include "gemm_internal.h"\n',
+            sources=[str(p) for p in gemm_sources()],
+            include_dirs=[str(GEMM_DIR)],
+            extra_compile_args=list(CFLAGS),
+            extra_link_args=["-fopenmp"],
+            libraries=["m"],
+        )
+        so_path = ffi.compile(tmpdir=str(build_dir), verbose=False)
     spec = importlib.util.spec_from_file_location(module_name, so_path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -29,7 +29,15 @@ def get_op(name: str, node: str = "?") -> OpDef:
     return op
 
 
-# Importing the op modules registers them.
-from mxcc.ops import activation, dropout, elemwise, fully_connected, reshape, softmax  # noqa: E402,F401
+def _import_all() -> None:
+    """Importing an op module registers its ops: every module of this package is one (sorted: deterministic)."""
+    import importlib
+    import pkgutil
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if info.name not in ("base", "attrs") and not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
+
+
+_import_all()
 
 __all__ = ["REGISTRY", "EpilogueStep", "Fusion", "OpDef", "ShapeCtx", "get_op", "register", "supported_ops"]

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import mxcc
-from conftest import DATA, needs_gcc
+from mxcc_testing import DATA, needs_gcc
 from mxcc import sym
 from mxcc.errors import GraphError, ParamsError, ShapeError, UnsupportedOpError
 

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import DATA, needs_gcc, rel_err
+from mxcc_testing import DATA, needs_gcc, rel_err
 
 pytestmark = needs_gcc
 MLP = DATA / "models" / "mlp"

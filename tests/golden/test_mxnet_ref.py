@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import mxcc
-from conftest import DATA, needs_gcc, rel_err
+from mxcc_testing import DATA, needs_gcc, rel_err
 from mxcc.ops import REGISTRY
 
 pytestmark = needs_gcc

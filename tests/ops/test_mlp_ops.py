@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import mxcc
-from conftest import needs_gcc, rel_err
+from mxcc_testing import needs_gcc, rel_err
 from mxcc import sym
 
 pytestmark = needs_gcc

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import DATA
+from mxcc_testing import DATA
 from mxcc.errors import GraphError
 from mxcc.graph import graph_to_dict, load_json
 from mxcc.ops import REGISTRY

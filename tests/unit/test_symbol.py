@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from conftest import DATA
+from mxcc_testing import DATA
 from mxcc import sym
 from mxcc.errors import AttrError, ShapeError, UnsupportedOpError
 

@@ -1,0 +1,137 @@
+"""The benchmark harness every benchmarks/*.py uses: timing, one fresh subprocess per configuration, tables.
+
+A benchmark script has two halves. Its worker half (`script.py --worker '<json>'`) imports numpy and the
+code under test, times each case with `time_call` and prints one JSON list as its last stdout line.
+Its driver half calls `run_worker(script, spec, threads)` for each configuration: that starts a fresh
+Python whose environment fixes the thread count *before* numpy/OpenMP are imported (OMP_NUM_THREADS,
+OPENBLAS_NUM_THREADS, MKL_NUM_THREADS) and drops OpenBLAS tuning overrides (OPENBLAS_CORETYPE,
+OPENBLAS_L2_SIZE) unless the spec asks for a coretype. Running each configuration alone keeps two
+thread pools (OpenBLAS's, OpenMP's) from spinning against each other on a small machine; running
+several rounds, alternating configurations, spreads the noise of a shared machine over all of them.
+Results print as an aligned table (`print_table`) and append as JSON lines (`append_jsonl`, `--json`).
+Speed is reported as the median with the interquartile range; never asserted (benchmarks are not tests).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def time_call(fn, *, min_time: float = 0.25, min_repeats: int = 10, max_repeats: int = 2000,
+              warmup_time: float = 0.05) -> list[float]:
+    """Seconds per call of fn(), one sample per call, after a warm-up (caches, thread pools, page faults).
+    Calls until both min_time seconds and min_repeats calls are reached (or max_repeats)."""
+    start = time.perf_counter()
+    fn()
+    while time.perf_counter() - start < warmup_time:
+        fn()
+    samples: list[float] = []
+    begin = time.perf_counter()
+    while len(samples) < max_repeats and (len(samples) < min_repeats or time.perf_counter() - begin < min_time):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return samples
+
+
+def summarize(samples: list[float]) -> dict:
+    """median, quartiles, min and max of a list of seconds."""
+    q1, med, q3 = statistics.quantiles(samples, n=4) if len(samples) > 1 else (samples[0],) * 3
+    return {"median_s": med, "q1_s": q1, "q3_s": q3, "min_s": min(samples), "max_s": max(samples),
+            "n": len(samples)}
+
+
+def worker_env(threads: int, coretype: str | None = None) -> dict:
+    """The environment of a worker: thread counts fixed, OpenBLAS overrides removed (or coretype set)."""
+    env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_OVERRIDES}
+    for var in THREAD_VARS:
+        env[var] = str(threads)
+    if coretype:
+        env["OPENBLAS_CORETYPE"] = coretype
+    return env
+
+
+def run_worker(script: str | Path, spec: dict, threads: int, coretype: str | None = None,
+               timeout: float = 1800) -> list[dict]:
+    """Runs `python script --worker '<spec json>'` in a fresh process with `threads` threads and returns
+    the JSON list its last stdout line holds. Raises with the worker's stderr if it fails."""
+    cmd = [sys.executable, str(script), "--worker", json.dumps(spec)]
+    proc = subprocess.run(cmd, env=worker_env(threads, coretype), capture_output=True, text=True,
+                          timeout=timeout)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"worker failed ({proc.returncode}): {' '.join(cmd[:3])}\n{proc.stderr[-3000:]}")
+    return json.loads(lines[-1])
+
+
+def worker_spec_from_argv(argv: list[str] | None = None) -> dict | None:
+    """The spec if this process is a worker (`--worker '<json>'` on the command line), else None."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) >= 2 and argv[0] == "--worker":
+        return json.loads(argv[1])
+    return None
+
+
+def emit_worker_results(results: list[dict]) -> None:
+    """The worker's last stdout line: what run_worker returns to the driver."""
+    print(json.dumps(results), flush=True)
+
+
+def add_common_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", metavar="PATH", help="append one JSON line per result to PATH")
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="alternate all configurations this many times and pool the samples (default 2)")
+    parser.add_argument("--min-time", type=float, default=0.25, help="seconds of timed calls per case and round")
+
+
+def cpu_info() -> dict:
+    """Model name and the 'cpu MHz' line of /proc/cpuinfo (the nominal clock the kernel reports)."""
+    info = {"machine": platform.machine(), "model": platform.processor() or "unknown", "mhz": None,
+            "cores": os.cpu_count()}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                info["model"] = value.strip()
+            elif key.strip() == "cpu MHz" and info["mhz"] is None:
+                info["mhz"] = float(value)
+    except OSError:
+        pass
+    return info
+
+
+def print_table(rows: list[dict], columns: list[tuple[str, str]]) -> None:
+    """rows of dicts as an aligned text table; columns = [(header, key)], values preformatted or numbers."""
+    def fmt(value):
+        if value is None:
+            return "-"
+        if isinstance(value, float):
+            return f"{value:.2f}" if abs(value) < 10 else f"{value:.1f}"
+        return str(value)
+
+    cells = [[fmt(row.get(key)) for _, key in columns] for row in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, (h, _) in enumerate(columns)]
+    print("  ".join(h.rjust(w) for (h, _), w in zip(columns, widths)))
+    print("  ".join("-" * w for w in widths))
+    for c in cells:
+        print("  ".join(v.rjust(w) for v, w in zip(c, widths)))
+
+
+def append_jsonl(path: str | Path | None, records: list[dict]) -> None:
+    """Appends each record as one JSON line (no-op when path is None)."""
+    if not path:
+        return
+    with open(path, "a", encoding="utf-8") as f:
+        for rec in records:
+            f.write(json.dumps(rec, sort_keys=True) + "\n")
