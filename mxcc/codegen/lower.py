@@ -115,6 +115,11 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int) -
     epilogue = tuple(m.opdef.epilogue(m.params) for m in members[1:])
     ctx = LowerCtx(names, [g.type_of(r) for r in anchor.inputs], anchor.out_types, epilogue)
     template, variables = op.lower(anchor.params, ctx)
+    ws = plan.locations.get((anchor.id, -1))
+    if ws is not None:
+        nbytes = next(b.nbytes for b in plan.buffers if b.name == f"{anchor.name}_workspace")
+        outs.append(Buffer("workspace", TensorType((nbytes // 4,)), True, f"(float *)(ctx->arena + {ws.offset})",
+                           f"arena + {ws.offset} (scratch)"))
     return KernelCall(template=template, vars=variables, buffers=(*ins, *outs), **common)
 
 

@@ -11,6 +11,8 @@ An OpDef is plain data plus plain functions. Passes ask it questions (`fusion`, 
 - `lower(attrs, k: LowerCtx) -> (template, variables)`: only resolved constants and C names.
 - `epilogue(attrs) -> EpilogueStep | None`: how a GEMM epilogue does this op (for ELEMWISE ops).
 - `c_expr(attrs, args) -> str`: the op as a C expression of its input expressions (ELEMWISE ops).
+- `workspace(attrs, ins, outs) -> int`: scratch bytes the kernel needs while it runs (im2col buffers...);
+  the planner places them in the arena, live for that one step, and the kernel sees a `workspace` pointer.
 """
 from __future__ import annotations
 
@@ -109,6 +111,7 @@ class OpDef:
     view: bool = False                    # output is input 0 reinterpreted (Flatten/Reshape): no copy
     identity_in_inference: bool = False   # Dropout: removed for inference
     hidden_outputs: int = 0               # trailing outputs not visible to users (Dropout's mask)
+    workspace: Callable | None = None     # (attrs, in_types, out_types) -> scratch bytes (e.g. im2col)
     grad: Callable | None = None          # TODO(6): gradient rules
     doc: str = ""
     symbol_args: tuple[str, ...] = field(default=())   # positional order for the Symbol API

@@ -70,6 +70,7 @@ def plan_memory(graph: Graph, enabled: bool = True) -> Plan:
     # live ranges of group outputs, in kernel steps
     start: dict[tuple[int, int], int] = {}
     end: dict[tuple[int, int], int] = {}
+    ws_bytes: dict[tuple[int, int], int] = {}
     for step, g in enumerate(graph.groups):
         for r in g.outputs:
             start[r.key] = end[r.key] = step
@@ -78,10 +79,22 @@ def plan_memory(graph: Graph, enabled: bool = True) -> Plan:
                 src = _view_source(graph, r).key
                 if src in end:
                     end[src] = max(end[src], step)
+    # scratch space a kernel asks for (im2col...): live during its own step only; key (anchor, -1)
+    for step, g in enumerate(graph.groups):
+        anchor = graph.nodes[g.anchor]
+        if anchor.opdef.workspace is not None:
+            nbytes = anchor.opdef.workspace(anchor.params, [graph.type_of(r) for r in anchor.inputs],
+                                            anchor.out_types)
+            if nbytes > 0:
+                start[(anchor.id, -1)] = end[(anchor.id, -1)] = step
+                ws_bytes[(anchor.id, -1)] = nbytes
     buffers = []
     for key in start:
         if key in out_slot:
             locations[key] = Location(slot=out_slot[key])
+            continue
+        if key in ws_bytes:
+            buffers.append(BufferSlot(f"{graph.nodes[key[0]].name}_workspace", -1, ws_bytes[key], start[key], end[key]))
             continue
         t = graph.type_of(Ref(*key))
         buffers.append(BufferSlot(graph.output_name(Ref(*key)), -1, t.nbytes, start[key], end[key]))
