@@ -1,6 +1,7 @@
 """The `mxcc` command line: argparse only. Errors print as one line and exit 2 (traceback with --debug).
 
     mxcc compile NET.json --shape data=1,784 [--params FILE] [-o DIR] [--name NAME] [--no-fuse] [--no-plan]
+    mxcc inspect NET.json --shape data=1,784 [--no-fuse] [--no-plan] [--json]
     mxcc run DIR --input data=x.npy [--input ...] [--output out.npz]
 """
 from __future__ import annotations
@@ -50,6 +51,14 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--isa", default=None, help="gcc -march value (default: native)")
     c.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
+    i = sub.add_parser("inspect", help="show fusion groups, buffer placement and memory totals (no build)")
+    i.add_argument("net", help="MXNet *-symbol.json")
+    i.add_argument("--shape", action="append", type=_shape, required=True, metavar="NAME=D1,D2,...")
+    i.add_argument("--no-fuse", action="store_true", help="one kernel per node")
+    i.add_argument("--no-plan", action="store_true", help="one arena range per intermediate")
+    i.add_argument("--json", action="store_true", help="print the plan as JSON (same as plan.json)")
+    i.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
     r = sub.add_parser("run", help="run a compiled module on .npy inputs")
     r.add_argument("dir", help="directory written by `mxcc compile`")
     r.add_argument("--input", action="append", type=_named_file, default=[], metavar="NAME=FILE.npy")
@@ -74,6 +83,56 @@ def _compile(args) -> int:
     print(f"  outputs: {', '.join(f'{k}{v}' for k, v in mod.output_shapes.items())}")
     print(f"  python : mxcc.load({out!r}).forward(...)    bench: {out}/{mod.meta['bench']} --iters 1000")
     return 0
+
+
+def _inspect(args) -> int:
+    import json
+    from mxcc.compiler import inspect_network
+    from mxcc.options import CompileOptions
+    plan = inspect_network(args.net, dict(args.shape), CompileOptions.from_env(fuse=not args.no_fuse,
+                                                                              plan=not args.no_plan))
+    if args.json:
+        print(json.dumps(plan, indent=1))
+    else:
+        print(format_plan(plan))
+    return 0
+
+
+def _mib(n: int) -> str:
+    return f"{n:,} B ({n / 2**20:.2f} MiB)"
+
+
+def format_plan(plan: dict) -> str:
+    """The human-readable `mxcc inspect` report."""
+    rows = [("kernel", "members (ops)", "output shape", "MFLOP", "bytes", "where", "live")]
+    for g in plan["groups"]:
+        members = " + ".join(f"{m}({o})" for m, o in zip(g["members"], g["ops"]))
+        for j, o in enumerate(g["outputs"]):
+            where = f"slot {o['slot']}" if o["location"] == "slot" else f"arena+{o['offset']}"
+            live = "-" if o["live"] is None else f"{o['live'][0]}..{o['live'][1]}"
+            if o.get("inplace_of"):
+                where += f" (in place of {o['inplace_of']})"
+            rows.append((g["function"] if j == 0 else "", members if j == 0 else "",
+                         "x".join(map(str, o["shape"])), f"{g['flops'] / 1e6:.3f}" if j == 0 else "",
+                         f"{o['nbytes']:,}", where, live))
+        if g.get("workspace"):
+            w = g["workspace"]
+            rows.append(("", "  (scratch)", "", "", f"{w['nbytes']:,}", f"arena+{w['offset']}", f"{w['live'][0]}..{w['live'][1]}"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+             for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    ratio = plan["arena_bytes"] / plan["lower_bound_bytes"] if plan["lower_bound_bytes"] else 1.0
+    lines += ["", f"{plan['nodes']} operator nodes -> {plan['kernels']} kernels",
+              f"arena        {_mib(plan['arena_bytes'])}   strategy: {plan['strategy']}",
+              f"naive        {_mib(plan['naive_bytes'])}   (one buffer per intermediate)",
+              f"lower bound  {_mib(plan['lower_bound_bytes'])}   (most bytes live at one step)",
+              f"arena / lower bound = {ratio:.3f}    arena / naive = "
+              f"{plan['arena_bytes'] / plan['naive_bytes'] if plan['naive_bytes'] else 1.0:.3f}",
+              "slots (bound by the host, outside the arena): " + ", ".join(
+                  f"{s['kind']} {s['name']}{tuple(s['shape'])}" for s in plan["slots"] if s["kind"] != "param")
+              + f", {sum(1 for s in plan['slots'] if s['kind'] == 'param')} params"]
+    return "\n".join(lines)
 
 
 def _run(args) -> int:
@@ -106,7 +165,7 @@ def _run(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"compile": _compile, "run": _run}[args.cmd](args)
+        return {"compile": _compile, "inspect": _inspect, "run": _run}[args.cmd](args)
     except MxccError as e:
         if args.debug:
             raise

@@ -66,6 +66,14 @@ def plan_network(net, shapes: dict, opts: CompileOptions, log=None) -> tuple[Pla
     return plan, source
 
 
+def _workspace_json(plan: Plan, anchor) -> dict | None:
+    loc = plan.locations.get((anchor.id, -1))
+    if loc is None:
+        return None
+    b = next(b for b in plan.buffers if b.name == f"{anchor.name}_workspace")
+    return dict(nbytes=b.nbytes, offset=loc.offset, live=[b.start, b.end])
+
+
 def plan_to_json(plan: Plan, calls) -> dict:
     g = plan.graph
     by_fn = {c.group: c for c in calls}
@@ -73,7 +81,7 @@ def plan_to_json(plan: Plan, calls) -> dict:
     for grp in g.groups:
         members = [g.nodes[m] for m in grp.members]
         call = by_fn[grp.name]
-        buf = {b.name: b for b in plan.buffers}
+        reuses = dict(plan.inplace)
         outs = []
         for r in grp.outputs:
             loc = plan.locations[r.key]
@@ -81,12 +89,13 @@ def plan_to_json(plan: Plan, calls) -> dict:
             outs.append(dict(name=name, shape=list(g.type_of(r).shape), nbytes=g.type_of(r).nbytes,
                              location="slot" if loc.slot is not None else "arena",
                              offset=loc.offset, slot=loc.slot,
-                             live=[buf[name].start, buf[name].end] if name in buf else None))
+                             live=list(plan.live[r.key]) if r.key in plan.live else None,
+                             inplace_of=reuses.get(name)))
         groups.append(dict(
             name=grp.name, function=call.fn, members=[m.name for m in members], ops=[m.op for m in members],
             inputs=[dict(name=b.cname, shape=list(b.type.shape), where=b.where) for b in call.buffers
                     if not b.writable],
-            outputs=outs, flops=call.flops,
+            outputs=outs, flops=call.flops, workspace=_workspace_json(plan, members[0]),
             nodes=[dict(name=m.name, op=m.op, inputs=[list(g.type_of(r).shape) for r in m.inputs],
                         outputs=[list(t.shape) for t in m.out_types],
                         flops=m.opdef.flops(m.params, [g.type_of(r) for r in m.inputs], m.out_types))
@@ -94,9 +103,16 @@ def plan_to_json(plan: Plan, calls) -> dict:
     return dict(
         mxcc_version=__version__, arena_bytes=plan.arena_bytes, naive_bytes=plan.naive_bytes,
         lower_bound_bytes=plan.lower_bound_bytes, strategy=plan.strategy,
+        inplace=[list(p) for p in plan.inplace],
         kernels=len(g.groups), nodes=sum(1 for n in g.nodes if not n.is_variable), groups=groups,
         slots=[dict(index=s.index, name=s.name, kind=s.kind, shape=list(s.shape), dtype=s.dtype,
                     optional=s.optional) for s in plan.slots])
+
+
+def inspect_network(net, shapes: dict, opts: CompileOptions, name: str | None = None) -> dict:
+    """What the compiler decides for `net` (plan.json's content), without building anything."""
+    plan, source = plan_network(net, shapes, opts)
+    return plan_to_json(plan, lower(plan, c_ident(name) if name else _default_name(source)))
 
 
 def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = None, threads: int | None = None,

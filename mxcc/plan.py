@@ -47,6 +47,8 @@ class Plan:
     naive_bytes: int = 0
     lower_bound_bytes: int = 0
     strategy: str = ""
+    inplace: tuple = ()      # (value, value whose storage it reuses) pairs
+    live: dict = field(default_factory=dict)   # (node, index) -> (first step, last step) of arena values
 
     def slots_of(self, kind: str) -> list[Slot]:
         return [s for s in self.slots if s.kind == kind]

@@ -6,7 +6,7 @@ graph output becomes a copy. Templates then only print what is here (see render.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import prod
 
 from mxcc.codegen.cnames import unique_idents
@@ -26,6 +26,7 @@ class Buffer:
     writable: bool
     expr: str
     where: str
+    restrict: bool = True          # False when it shares storage with another buffer of the call (in-place)
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,19 @@ def lower(plan: Plan, net: str) -> list[KernelCall]:
     fns = unique_idents([f"{net}_{grp.name}" for grp in g.groups])
     calls = []
     for i, (grp, fn) in enumerate(zip(g.groups, fns)):
-        calls.append(_lower_group(plan, grp, fn, slot_names, i))
+        calls.append(_no_restrict_on_aliases(_lower_group(plan, grp, fn, slot_names, i)))
     return calls
+
+
+def _no_restrict_on_aliases(call: KernelCall) -> KernelCall:
+    """In-place kernels read and write one buffer through two pointers: those must not be `restrict`."""
+    count: dict[str, int] = {}
+    for b in call.buffers:
+        count[b.where] = count.get(b.where, 0) + 1
+    if all(c == 1 for c in count.values()):
+        return call
+    bufs = tuple(replace(b, restrict=False) if count[b.where] > 1 else b for b in call.buffers)
+    return replace(call, buffers=bufs)
 
 
 def _buffer(plan: Plan, ref: Ref, cname: str, writable: bool, slot_names) -> Buffer:

@@ -6,7 +6,8 @@ other group output gets a 64-byte aligned arena range that overlaps no other buf
 (live = from the step that writes it to the last step that reads it, through views). Two placement
 strategies are tried (greedy by size, greedy by definition order; both first-fit on offsets, as TFLite's
 "offset calculation") and the smaller arena wins. With plan=False every buffer gets its own range (naive).
-Sizes use each value's real dtype. Does not: in-place reuse yet (TODO(5)).
+Elementwise kernels reuse the storage of an input that dies at their step (in-place, `plan.inplace`).
+Sizes use each value's real dtype.
 """
 from __future__ import annotations
 
@@ -67,41 +68,22 @@ def plan_memory(graph: Graph, enabled: bool = True) -> Plan:
     out_slot = {}
     for s, h in zip([s for s in slots if s.kind == "output"], graph.heads):
         out_slot.setdefault(h.key, s.index)
-    # live ranges of group outputs, in kernel steps
-    start: dict[tuple[int, int], int] = {}
-    end: dict[tuple[int, int], int] = {}
-    ws_bytes: dict[tuple[int, int], int] = {}
-    for step, g in enumerate(graph.groups):
-        for r in g.outputs:
-            start[r.key] = end[r.key] = step
-        for m in g.members:
-            for r in graph.nodes[m].inputs:
-                src = _view_source(graph, r).key
-                if src in end:
-                    end[src] = max(end[src], step)
-    # scratch space a kernel asks for (im2col...): live during its own step only; key (anchor, -1)
-    for step, g in enumerate(graph.groups):
-        anchor = graph.nodes[g.anchor]
-        if anchor.opdef.workspace is not None:
-            nbytes = anchor.opdef.workspace(anchor.params, [graph.type_of(r) for r in anchor.inputs],
-                                            anchor.out_types)
-            if nbytes > 0:
-                start[(anchor.id, -1)] = end[(anchor.id, -1)] = step
-                ws_bytes[(anchor.id, -1)] = nbytes
-    buffers = []
-    for key in start:
+    vals = _live_ranges(graph)
+    for key in list(vals):
         if key in out_slot:
             locations[key] = Location(slot=out_slot[key])
-            continue
-        if key in ws_bytes:
-            buffers.append(BufferSlot(f"{graph.nodes[key[0]].name}_workspace", -1, ws_bytes[key], start[key], end[key]))
-            continue
-        t = graph.type_of(Ref(*key))
-        buffers.append(BufferSlot(graph.output_name(Ref(*key)), -1, t.nbytes, start[key], end[key]))
+            del vals[key]
+    root = _inplace_roots(graph, vals) if enabled else {k: k for k in vals}
+    merged: dict[tuple, list] = {}
+    for key, (name, nbytes, lo, hi) in vals.items():
+        r = merged.setdefault(root[key], [vals[root[key]][0], nbytes, lo, hi])
+        r[2], r[3] = min(r[2], lo), max(r[3], hi)
+    roots = list(merged)
+    buffers = [BufferSlot(m[0], -1, m[1], m[2], m[3]) for m in (merged[r] for r in roots)]
     placed, strategy = _place(buffers, enabled)
-    keys = [k for k in start if k not in out_slot]
-    for key, b in zip(keys, placed):
-        locations[key] = Location(offset=b.offset)
+    offset = {r: b.offset for r, b in zip(roots, placed)}
+    for key in vals:
+        locations[key] = Location(offset=offset[root[key]])
     # views resolve to their source's location
     for n in graph.nodes:
         if not n.is_variable and (n.id, 0) not in locations and n.opdef.view:
@@ -109,11 +91,61 @@ def plan_memory(graph: Graph, enabled: bool = True) -> Plan:
             if src.key in locations:
                 locations[(n.id, 0)] = locations[src.key]
     arena = max((b.offset + _align(b.nbytes) for b in placed), default=0)
-    naive = sum(_align(b.nbytes) for b in buffers)
+    naive = sum(_align(v[1]) for v in vals.values())
     steps = len(graph.groups)
     lower = max((sum(_align(b.nbytes) for b in buffers if b.start <= s <= b.end) for s in range(steps)), default=0)
     return Plan(graph=graph, slots=slots, buffers=tuple(placed), locations=locations, arena_bytes=arena,
-                naive_bytes=naive, lower_bound_bytes=lower, strategy=strategy)
+                naive_bytes=naive, lower_bound_bytes=lower, strategy=strategy,
+                inplace=tuple(sorted((vals[k][0], vals[root[k]][0]) for k in vals if root[k] != k)),
+                live={k: (v[2], v[3]) for k, v in vals.items()})
+
+
+def _live_ranges(graph: Graph) -> dict[tuple[int, int], tuple[str, int, int, int]]:
+    """(node, index) -> (name, bytes, first step, last step) for every value a kernel writes, and
+    (anchor, -1) for each kernel's scratch workspace (live during its own step only)."""
+    vals: dict[tuple[int, int], list] = {}
+    for step, g in enumerate(graph.groups):
+        for m in g.members:
+            for r in graph.nodes[m].inputs:
+                src = _view_source(graph, r).key
+                if src in vals:
+                    vals[src][3] = max(vals[src][3], step)
+        for r in g.outputs:
+            vals[r.key] = [graph.output_name(r), graph.type_of(r).nbytes, step, step]
+        anchor = graph.nodes[g.anchor]
+        if anchor.opdef.workspace is not None:
+            nbytes = anchor.opdef.workspace(anchor.params, [graph.type_of(r) for r in anchor.inputs],
+                                            anchor.out_types)
+            if nbytes > 0:
+                vals[(anchor.id, -1)] = [f"{anchor.name}_workspace", nbytes, step, step]
+    return {k: tuple(v) for k, v in vals.items()}
+
+
+def _inplace_roots(graph: Graph, vals) -> dict:
+    """Elementwise kernels write over an input that dies at their step (same size): out shares its slot.
+
+    Only kernels whose every member declares `inplace` (pure elementwise: out[i] depends on in[i] alone)."""
+    root = {k: k for k in vals}
+    for step, g in enumerate(graph.groups):
+        members = [graph.nodes[m] for m in g.members]
+        if len(g.outputs) != 1 or not all(m.opdef.inplace for m in members):
+            continue
+        out = g.outputs[0].key
+        if out not in vals:
+            continue
+        inside = set(g.members)
+        for m in members:
+            for r in m.inputs:
+                if r.node in inside:
+                    continue
+                src = _view_source(graph, r).key
+                if src in vals and vals[src][3] == step and vals[src][1] == vals[out][1] and root[out] == out:
+                    root[out] = root[src]
+    # path-compress chains (a <- b <- c)
+    for k in root:
+        while root[root[k]] != root[k]:
+            root[k] = root[root[k]]
+    return root
 
 
 def _place(buffers: list[BufferSlot], enabled: bool) -> tuple[list[BufferSlot], str]:
