@@ -282,7 +282,7 @@ def _make(op_name: str, args: list, kwargs: dict, name: str | None, *, hint: str
         inputs.append(s._outputs[0])
     all_attrs = {**raw, **{k: str(v) for k, v in (attr or {}).items()}}
     node = _SymNode(canonical, name, all_attrs, inputs)
-    n_visible = op.num_outputs(params) - op.hidden_outputs
+    n_visible = op.num_outputs(params) - op.num_hidden(params)
     return Symbol(tuple((node, k) for k in range(n_visible)))
 
 

@@ -49,6 +49,7 @@ class LowerCtx:
         self._in = dict(zip(names, in_types))
         self._out = out_types
         self.epilogue = epilogue
+        self.consumed = not epilogue          # the op's lower() must apply the epilogue it was given
 
     def in_type(self, name: str) -> TensorType:
         return self._in[name]
@@ -56,19 +57,29 @@ class LowerCtx:
     def out_type(self, i: int = 0) -> TensorType:
         return self._out[i]
 
-    def gemm_epilogue(self, *, bias: str | None, per_row: bool) -> list[tuple[str, str]]:
-        """The fields of a `mxcc_epilogue` initializer (empty list: no epilogue, pass NULL)."""
+    def gemm_epilogue(self, *, bias: str | None, per_row: bool, ld_residual: int | None = None
+                      ) -> list[tuple[str, str]]:
+        """The fields of a `mxcc_epilogue` initializer (empty list: no epilogue, pass NULL).
+
+        A residual step reads the kernel's `residual` buffer with leading dimension `ld_residual`; an op
+        whose GEMM cannot take one passes None and the fuse pass must not have given it one."""
         fields: list[tuple[str, str]] = []
         if bias:
             fields.append(("bias", bias))
         if per_row and fields:
             fields.append(("per_row", "1"))
         for step in self.epilogue:
+            if step.residual:
+                if ld_residual is None:
+                    raise AssertionError("residual epilogue given to an op that cannot apply it")
+                fields += [("residual", "residual"), ("ld_residual", str(ld_residual))]
+                continue
             fields.append(("act", step.act))
             if step.act == "MXCC_ACT_LEAKY":
                 fields.append(("alpha", c_float(step.alpha)))
             if step.act == "MXCC_ACT_CLIP":
                 fields += [("lo", c_float(step.lo)), ("hi", c_float(step.hi))]
+        self.consumed = True
         return fields
 
 
@@ -125,8 +136,16 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int) -
     ins = [_buffer(plan, r, name, False, slot_names) for name, r in zip(names, anchor.inputs)
            if name not in op.labels]
     epilogue = tuple(m.opdef.epilogue(m.params) for m in members[1:])
+    prev = Ref(anchor.id, 0)
+    for m, step in zip(members[1:], epilogue):
+        if step.residual:
+            other = next(r for r in m.inputs if r.key != prev.key)
+            ins.append(_buffer(plan, other, "residual", False, slot_names))
+        prev = Ref(m.id, 0)
     ctx = LowerCtx(names, [g.type_of(r) for r in anchor.inputs], anchor.out_types, epilogue)
     template, variables = op.lower(anchor.params, ctx)
+    if not ctx.consumed:
+        raise AssertionError(f"{op.name}.lower ignored its fused epilogue {epilogue}")
     ws = plan.locations.get((anchor.id, -1))
     if ws is not None:
         nbytes = next(b.nbytes for b in plan.buffers if b.name == f"{anchor.name}_workspace")

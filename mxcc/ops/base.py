@@ -36,11 +36,13 @@ class Fusion(enum.Enum):
 
 @dataclass(frozen=True)
 class EpilogueStep:
-    """One step of a GEMM epilogue (runtime_c/gemm/mxcc_gemm.h): an activation or clip."""
-    act: str                 # C enum name, e.g. "MXCC_ACT_RELU"
+    """One step of a GEMM epilogue (runtime_c/gemm/mxcc_gemm.h): an activation/clip, or a residual add
+    (`residual=True`: the op's other input is added to the tile before any activation)."""
+    act: str = "MXCC_ACT_NONE"   # C enum name, e.g. "MXCC_ACT_RELU"
     alpha: float = 0.0
     lo: float = 0.0
     hi: float = 0.0
+    residual: bool = False
 
 
 class ShapeCtx:
@@ -110,7 +112,8 @@ class OpDef:
     inplace: bool = False                 # output may reuse input 0's storage
     view: bool = False                    # output is input 0 reinterpreted (Flatten/Reshape): no copy
     identity_in_inference: bool = False   # Dropout: removed for inference
-    hidden_outputs: int = 0               # trailing outputs not visible to users (Dropout's mask)
+    hidden_outputs: int | Callable[[Any], int] = 0   # trailing outputs not visible to users (Dropout's mask);
+                                          # a function of the attrs where the count varies (Pooling, BatchNorm)
     workspace: Callable | None = None     # (attrs, in_types, out_types) -> scratch bytes (e.g. im2col)
     grad: Callable | None = None          # TODO(6): gradient rules
     doc: str = ""
@@ -118,6 +121,10 @@ class OpDef:
 
     def num_outputs(self, attrs) -> int:
         return len(self.output_names(attrs))
+
+    def num_hidden(self, attrs) -> int:
+        h = self.hidden_outputs
+        return h(attrs) if callable(h) else h
 
 
 def elementwise_flops(per_element: int) -> Callable:

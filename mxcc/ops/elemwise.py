@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mxcc.ops import register
-from mxcc.ops.base import Fusion, OpDef, c_float, elementwise_flops
+from mxcc.ops.base import EpilogueStep, Fusion, OpDef, c_float, elementwise_flops
 
 
 @dataclass(frozen=True)
@@ -69,17 +69,23 @@ SCALAR = {
     "_rdiv_scalar": (("_RDivScalar",), "({s} / {x})"),
 }
 
+# unary ops a GEMM epilogue can apply (runtime_c/gemm/mxcc_gemm.h)
+EPILOGUE = {"relu": "MXCC_ACT_RELU", "sigmoid": "MXCC_ACT_SIGMOID", "tanh": "MXCC_ACT_TANH",
+            "softsign": "MXCC_ACT_SOFTSIGN"}
+
 OPS = {}
 for _name, (_aliases, _expr, _fl) in UNARY.items():
     OPS[_name] = register(OpDef(
         name=_name, aliases=_aliases, attrs=NoAttrs, inputs=lambda a: ("data",), infer=_same_shape,
         fusion=Fusion.ELEMWISE, flops=elementwise_flops(_fl), inplace=True,
+        epilogue=(lambda a, act=EPILOGUE[_name]: EpilogueStep(act=act)) if _name in EPILOGUE else None,
         c_expr=lambda a, xs, e=_expr: e.format(x=xs[0])))
 
 for _name, (_aliases, _expr, _fl) in BINARY.items():
     OPS[_name] = register(OpDef(
         name=_name, aliases=_aliases, attrs=NoAttrs, inputs=lambda a: ("lhs", "rhs"), infer=_binary_infer,
         fusion=Fusion.ELEMWISE, flops=elementwise_flops(_fl), inplace=True,
+        epilogue=(lambda a: EpilogueStep(residual=True)) if _name == "elemwise_add" else None,
         c_expr=lambda a, xs, e=_expr: e.format(a=xs[0], b=xs[1])))
 
 for _name, (_aliases, _expr) in SCALAR.items():

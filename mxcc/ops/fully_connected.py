@@ -56,7 +56,7 @@ def _lower(a: FCAttrs, k):
     return "kernels/gemm.c.j2", dict(
         m=m, n=a.num_hidden, k=kk, trans_a="MXCC_NO_TRANS", trans_b="MXCC_TRANS",
         a="data", lda=kk, b="weight", ldb=kk, c="out", ldc=a.num_hidden,
-        epilogue=k.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=False),
+        epilogue=k.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=False, ld_residual=a.num_hidden),
         what=f"out[{m},{a.num_hidden}] = data[{m},{kk}] . weight[{a.num_hidden},{kk}]^T",
     )
 

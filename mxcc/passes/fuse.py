@@ -3,8 +3,8 @@
 Requires: bound, typed nodes (infer_shapes). Guarantees: `graph.groups` lists every operator node that needs
 a kernel exactly once, in topological order; each group's members run in order and only its last member's
 outputs leave the group. Rules:
-  - an ANCHOR (FullyConnected) absorbs the chain of single-reader ELEMWISE unary ops after it that its GEMM
-    epilogue can do (one activation);
+  - an ANCHOR (FullyConnected, Convolution) absorbs the single-reader ELEMWISE ops after it that its GEMM
+    epilogue can do, in the epilogue's order: a residual `elemwise_add`, then one activation/clip;
   - a run of ELEMWISE ops where each value has exactly one reader becomes one loop;
   - a `view` op (Flatten, surviving Dropout) needs no kernel unless its output is a graph head (then it is a
     copy kernel of its own);
@@ -37,7 +37,7 @@ def fuse(graph: Graph, enabled: bool = True) -> Graph:
             _grow(graph, members, readers, heads, taken)
         taken.update(members)
         last = graph.nodes[members[-1]]
-        outs = tuple(Ref(last.id, i) for i in range(len(last.out_types) - last.opdef.hidden_outputs))
+        outs = tuple(Ref(last.id, i) for i in range(len(last.out_types) - last.opdef.num_hidden(last.params)))
         groups.append(FusedGroup(name=n.name, members=tuple(members), outputs=outs))
     return graph.with_nodes(graph.nodes, groups=tuple(groups))
 
@@ -46,7 +46,7 @@ def _grow(graph: Graph, members: list[int], readers, heads, taken: set[int]) -> 
     """Absorb readers while allowed; a reader's other inputs must already be computed (variables, or
     outputs of earlier groups), so the group can run where it starts."""
     anchor = graph.nodes[members[0]]
-    epilogue_acts = 0
+    has_act = has_residual = False
     while True:
         key = (members[-1], 0)
         rs = readers.get(key, [])
@@ -59,10 +59,21 @@ def _grow(graph: Graph, members: list[int], readers, heads, taken: set[int]) -> 
         if nxt.opdef.fusion is not Fusion.ELEMWISE or nxt.out_types[0] != graph.nodes[members[-1]].out_types[0]:
             return
         if anchor.opdef.fusion is Fusion.ANCHOR:
+            # the GEMM epilogue order is fixed: (+ residual) then one activation
             step = nxt.opdef.epilogue(nxt.params) if nxt.opdef.epilogue else None
-            if step is None or len(nxt.inputs) != 1 or epilogue_acts == 1:
+            if step is None or has_act:
                 return
-            epilogue_acts += 1
+            if step.residual:
+                chain = Ref(members[-1], 0)
+                others = [r for r in nxt.inputs if r.key != chain.key]
+                if has_residual or len(nxt.inputs) != 2 or len(others) != 1 \
+                        or graph.type_of(others[0]) != nxt.out_types[0]:
+                    return
+                has_residual = True
+            elif len(nxt.inputs) != 1:
+                return
+            else:
+                has_act = True
         elif any(graph.type_of(r) != nxt.out_types[0] for r in nxt.inputs):
             return          # broadcasting readers are not part of a plain elementwise loop
         members.append(nxt.id)

@@ -133,3 +133,21 @@ def test_threads_1_and_2_agree(rng):
     for t in (1, 2):
         m = mxcc.compile(net, {"data": x.shape}, params, threads=t)
         assert rel_err(m.forward(data=x)[0], ref) <= 1e-6 * np.sqrt(784)
+
+
+def test_fc_with_residual_add_and_activation_fused_into_the_epilogue(rng):
+    d, r = sym.var("data"), sym.var("res")
+    fc = sym.FullyConnected(d, num_hidden=24, name="fc")
+    net = sym.tanh(fc + r)          # residual epilogue, then an activation
+    x = rng.standard_normal((5, 11)).astype(np.float32)
+    res = rng.standard_normal((5, 24)).astype(np.float32)
+    params = {"fc_weight": rng.standard_normal((24, 11)).astype(np.float32),
+              "fc_bias": rng.standard_normal(24).astype(np.float32)}
+    ref = np.tanh(x.astype(np.float64) @ params["fc_weight"].T + params["fc_bias"] + res)
+    fused = mxcc.compile(net, {"data": x.shape, "res": res.shape}, params, out_dir=None)
+    from mxcc.compiler import inspect_network
+    from mxcc.options import CompileOptions
+    plan = inspect_network(net, {"data": x.shape, "res": res.shape}, CompileOptions())
+    assert [g["ops"] for g in plan["groups"]] == [["FullyConnected", "elemwise_add", "tanh"]]
+    for m in (fused, mxcc.compile(net, {"data": x.shape, "res": res.shape}, params, fuse=False)):
+        assert rel_err(m.forward(data=x, res=res)[0], ref) <= 1e-6 * np.sqrt(11) + 2e-7
