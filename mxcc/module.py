@@ -58,7 +58,9 @@ class Module:
         self._input_names = {s[0] for s in self._inputs}
         self._params_meta = {s["name"]: s for s in slots if s["kind"] in ("param", "aux")}
         self._outputs = [(s["name"], s["index"], tuple(s["shape"])) for s in slots if s["kind"] == "output"]
+        self._out_slots = [(index, shape) for _, index, shape in self._outputs]
         self._params: dict[str, np.ndarray] = {}
+        self._unbound = sorted(self._params_meta)
         self._threads = threads
         if threads:
             self._lib.mxcc_set_num_threads(int(threads))
@@ -110,6 +112,7 @@ class Module:
         for name, arr in staged.items():
             self._params[name] = arr
             self._slots[self._params_meta[name]["index"]] = self._ffi.cast("void *", _ptr(arr))
+        self._unbound = sorted(set(self._params_meta) - set(self._params))
 
     def get_params(self) -> dict[str, np.ndarray]:
         """Copies of the bound params, keyed `arg:<name>` / `aux:<name>` as MXNet's checkpoints are."""
@@ -122,16 +125,15 @@ class Module:
         self._lib.mxcc_set_num_threads(int(n))
 
     def forward(self, **inputs) -> list[np.ndarray]:
-        """Run the network; one new array per graph output. Labels of loss heads are optional."""
-        if len(self._params) != len(self._params_meta):
-            missing = sorted(set(self._params_meta) - set(self._params))
-            raise ParamsError("params not bound: " + ", ".join(missing) + " (use set_params)")
-        unknown = set(inputs) - self._input_names
-        if unknown:
-            raise ShapeError(f"unknown input(s) {sorted(unknown)}; the network's inputs are "
-                             f"{[n for n, *_ in self._inputs]}", input=sorted(unknown)[0])
+        """Run the network; one new array per graph output. Labels of loss heads are optional.
+
+        The hot path: C-contiguous float32 arrays are bound by pointer (`ffi.from_buffer`, ~0.4 us; numpy's
+        __array_interface__ costs 2 us), outputs are fresh `np.empty` arrays the C code writes into."""
+        if self._unbound:
+            raise ParamsError("params not bound: " + ", ".join(self._unbound) + " (use set_params)")
+        slots, from_buffer = self._slots, self._ffi.from_buffer
+        seen = 0
         keep = []
-        slots, cast = self._slots, self._ffi.cast
         for name, index, shape, optional in self._inputs:
             arr = inputs.get(name)
             if arr is None:
@@ -139,18 +141,24 @@ class Module:
                     raise ShapeError(f"missing input {name!r} of shape {shape}", input=name)
                 slots[index] = self._ffi.NULL
                 continue
-            if type(arr) is not np.ndarray or arr.dtype != _F32 or not arr.flags.c_contiguous:
+            seen += 1
+            if type(arr) is not np.ndarray or (arr.dtype is not _F32 and arr.dtype != _F32) \
+                    or not arr.flags.c_contiguous:
                 arr = self._coerce(name, arr)
             if arr.shape != shape:
                 raise ShapeError(f"input {name!r} has shape {arr.shape}, expected {shape}", input=name,
                                  expected=shape, got=arr.shape)
             keep.append(arr)
-            slots[index] = cast("void *", _ptr(arr))
+            slots[index] = from_buffer(arr)
+        if seen != len(inputs):
+            unknown = sorted(set(inputs) - self._input_names)
+            raise ShapeError(f"unknown input(s) {unknown}; the network's inputs are "
+                             f"{[n for n, *_ in self._inputs]}", input=unknown[0] if unknown else None)
         outs = []
-        for name, index, shape in self._outputs:
+        for index, shape in self._out_slots:
             o = np.empty(shape, _F32)
             outs.append(o)
-            slots[index] = cast("void *", _ptr(o))
+            slots[index] = from_buffer(o)
         self._forward(self._ctx)
         return outs
 
