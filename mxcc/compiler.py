@@ -36,6 +36,13 @@ def _graph_of(net) -> tuple[Graph, str]:
     raise TypeError(f"net must be a Symbol, a Graph or a path to symbol JSON, got {type(net).__name__}")
 
 
+def _prod(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
 def _default_name(source: str) -> str:
     base = os.path.basename(source)
     for suffix in ("-symbol.json", ".json"):
@@ -131,12 +138,19 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
     calls = lower(plan, name)
     src = render(plan, calls, name, template_dir=str(resource_dir("templates")), source=source,
                  options=f"fuse={'on' if opts.fuse else 'off'} plan={'on' if opts.plan else 'off'} "
-                         f"isa={opts.isa}")
+                         f"isa={opts.isa} profile={'on' if opts.profile else 'off'}", profile=opts.profile)
     plan_json = json.dumps(plan_to_json(plan, calls), indent=1)
     built = build(name, src.c, src.h, src.cdef, src.bench, opts)
+    pj = json.loads(plan_json)
     meta = dict(name=name, module=built.module, so=built.so.name, bench=built.bench.name, key=built.key,
-                mxcc_version=__version__, source=source,
-                slots=json.loads(plan_json)["slots"])
+                mxcc_version=__version__, source=source, profile=opts.profile, slots=pj["slots"],
+                arena_bytes=pj["arena_bytes"],
+                kernels=[dict(name=g["name"], function=g["function"], members=g["members"], ops=g["ops"],
+                              flops=g["flops"], inputs=[i["shape"] for i in g["inputs"]],
+                              outputs=[o["shape"] for o in g["outputs"]],
+                              bytes=sum(o["nbytes"] for o in g["outputs"]) + sum(
+                                  4 * _prod(i["shape"]) for i in g["inputs"]),
+                              live=[o["live"] for o in g["outputs"]]) for g in pj["groups"]])
     if isinstance(params, (str, os.PathLike)):
         params = load_params(params)
     if out_dir is not None:

@@ -62,6 +62,7 @@ class Module:
         self._params: dict[str, np.ndarray] = {}
         self._unbound = sorted(self._params_meta)
         self._threads = threads
+        self._prof_capacity = 0
         if threads:
             self._lib.mxcc_set_num_threads(int(threads))
 
@@ -169,6 +170,33 @@ class Module:
             raise ShapeError(f"input {name!r} has dtype {a.dtype}, expected float32 "
                              f"(convert with .astype(np.float32))", input=name, expected="float32", got=str(a.dtype))
         return np.ascontiguousarray(a)
+
+    # -- profiler hooks (mxcc.profiler drives these) --------------------------------------------------------
+    PROF_DTYPE = np.dtype([("kernel", "<i4"), ("phase", "<i4"), ("t0_ns", "<u8"), ("t1_ns", "<u8")])
+
+    @property
+    def kernels(self) -> list[dict]:
+        """Per kernel (index = the event's `kernel`): name, C function, member nodes, ops, shapes, FLOPs."""
+        return self.meta.get("kernels", [])
+
+    def _prof_enable(self, on: bool, capacity: int = 1 << 16) -> None:
+        if on and self._prof_capacity < capacity:
+            if self._lib.mxcc_prof_set_capacity(self._ctx, capacity) != 0:
+                raise MemoryError(f"cannot allocate a profiler buffer of {capacity} events")
+            self._prof_capacity = capacity
+        self._lib.mxcc_prof_set_enabled(self._ctx, 1 if on else 0)
+
+    def _prof_drain(self) -> np.ndarray:
+        """The recorded events (structured array, PROF_DTYPE), removed from the C buffer."""
+        out = np.empty(max(self._prof_capacity, 1), self.PROF_DTYPE)
+        n = self._lib.mxcc_prof_drain(self._ctx, self._ffi.from_buffer("mxcc_prof_event[]", out), len(out))
+        return out[:n]
+
+    def _prof_dropped(self) -> int:
+        return int(self._lib.mxcc_prof_dropped(self._ctx))
+
+    def _prof_now_ns(self) -> int:
+        return int(self._lib.mxcc_prof_now_ns())
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{n}={s}" for n, s in self.input_shapes.items())

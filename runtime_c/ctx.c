@@ -34,6 +34,7 @@ void mxcc_ctx_free(mxcc_ctx *ctx)
     if (!ctx)
         return;
     mxcc_gemm_ws_free(ctx->gemm);
+    free(ctx->prof.events);
     free(ctx->slots);
     free(ctx->arena);
     free(ctx);
@@ -59,3 +60,35 @@ int mxcc_get_num_threads(void)
     return 1;
 #endif
 }
+
+int mxcc_prof_set_capacity(mxcc_ctx *ctx, uint32_t capacity)
+{
+    mxcc_prof_event *ev = NULL;
+    if (capacity && !(ev = malloc((size_t)capacity * sizeof *ev)))
+        return -1;
+    free(ctx->prof.events);
+    ctx->prof.events = ev;
+    ctx->prof.capacity = capacity;
+    ctx->prof.count = 0;
+    if (!capacity)
+        ctx->prof.enabled = 0;
+    return 0;
+}
+
+void mxcc_prof_set_enabled(mxcc_ctx *ctx, int enabled)
+{
+    ctx->prof.enabled = enabled && ctx->prof.capacity > 0;
+}
+
+uint32_t mxcc_prof_drain(mxcc_ctx *ctx, mxcc_prof_event *out, uint32_t max)
+{
+    const uint32_t n = ctx->prof.count < max ? ctx->prof.count : max;
+    memcpy(out, ctx->prof.events, (size_t)n * sizeof *out);
+    memmove(ctx->prof.events, ctx->prof.events + n, (size_t)(ctx->prof.count - n) * sizeof *out);
+    ctx->prof.count -= n;
+    return n;
+}
+
+uint64_t mxcc_prof_dropped(const mxcc_ctx *ctx) { return ctx->prof.dropped; }
+
+uint64_t mxcc_prof_now_ns(void) { return mxcc_now_ns(); }

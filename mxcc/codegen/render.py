@@ -50,10 +50,10 @@ def _render_kernel(env, call: KernelCall) -> str:
 
 
 def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, source: str,
-           options: str) -> CSource:
+           options: str, profile: bool = True) -> CSource:
     env = environment(template_dir)
     ctx = dict(
-        net=net, NET=net.upper(), version=__version__, source=source, options=options,
+        net=net, NET=net.upper(), version=__version__, source=source, options=options, profile=profile,
         calls=calls, kernels=[_render_kernel(env, c) for c in calls],
         slots=[dict(index=s.index, name=s.name, cname=c_string(s.name), kind=s.kind, shape=s.shape,
                     size=_size(s.shape), ident=c_ident(s.name)) for s in plan.slots],
