@@ -11,7 +11,9 @@
 #include <math.h>
 
 #include "gemm/mxcc_gemm.h"
+#include "conv/mxcc_conv.h"
 #include "mxcc_math.h"
+#include "prof.h"
 
 #define MXCC_NOINLINE __attribute__((noinline))
 #define MXCC_RESTRICT restrict
@@ -26,6 +28,7 @@ typedef struct mxcc_ctx {
     void **slots;             /* host-bound tensors: inputs, params, aux states, outputs (plan order) */
     int n_slots;
     mxcc_gemm_ws *gemm;       /* GEMM packing buffers */
+    mxcc_prof prof;           /* profiler event buffer (empty until enabled) */
 } mxcc_ctx;
 
 /* What a generated network says about each host-bound tensor (for the standalone executables). */
@@ -43,6 +46,25 @@ void mxcc_ctx_free(mxcc_ctx *ctx);
 void **mxcc_ctx_slots(mxcc_ctx *ctx);
 void mxcc_set_num_threads(int n);
 int mxcc_get_num_threads(void);
+
+/* Call-site hooks of generated code (inline: off = one load and branch). */
+static inline uint64_t mxcc_prof_begin(const mxcc_ctx *ctx)
+{
+    return ctx->prof.enabled ? mxcc_now_ns() : 0;
+}
+static inline void mxcc_prof_end(mxcc_ctx *ctx, int kernel, int phase, uint64_t t0)
+{
+    if (ctx->prof.enabled)
+        mxcc_prof_push(&ctx->prof, kernel, phase, t0);
+}
+
+/* Host control: capacity in events (allocates; 0 frees), on/off, read and clear. */
+int mxcc_prof_set_capacity(mxcc_ctx *ctx, uint32_t capacity);
+void mxcc_prof_set_enabled(mxcc_ctx *ctx, int enabled);
+/* Copies up to max events into out (oldest first), removes them, returns how many. */
+uint32_t mxcc_prof_drain(mxcc_ctx *ctx, mxcc_prof_event *out, uint32_t max);
+uint64_t mxcc_prof_dropped(const mxcc_ctx *ctx);
+uint64_t mxcc_prof_now_ns(void);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,266 @@
+/* Convolution helpers: im2col / col2im around the runtime GEMM, the direct depthwise kernel, and the
+ * per-channel epilogue. Contracts and the geometry convention are in mxcc_conv.h.
+ *
+ * The fast versions compute, for each kernel offset, the range of output columns whose input position
+ * falls inside the image ([lo, hi) below), so the inner loops have no bounds tests and (stride 1)
+ * vectorize or become memcpy. The `_ref` twins are the plain loops with a bounds test per element.
+ */
+#include <string.h>
+
+#include "mxcc_conv.h"
+#include "mxcc_math.h"
+
+/* Output positions o in [0, n_out) with 0 <= o * stride + off < n_in: [*lo, *hi) (empty: lo == hi). */
+static void valid_range(int n_out, int n_in, int stride, int off, int *lo, int *hi)
+{
+    int a = off >= 0 ? 0 : (-off + stride - 1) / stride;
+    int b = n_in - 1 - off < 0 ? 0 : (n_in - 1 - off) / stride + 1;
+    if (b > n_out) b = n_out;
+    if (a > b) a = b;
+    *lo = a;
+    *hi = b;
+}
+
+/* ---- im2col ------------------------------------------------------------------------------------------ */
+
+void mxcc_im2col_f32(const mxcc_conv_geom *g, const float *x, float *col, int parallel)
+{
+    const int D = g->in[0], H = g->in[1], W = g->in[2];
+    const int OD = g->out[0], OH = g->out[1], OW = g->out[2];
+    const int KD = g->k[0], KH = g->k[1], KW = g->k[2];
+    const int rows = g->channels * KD * KH * KW;
+    const long ncols = (long)OD * OH * OW;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int r = 0; r < rows; r++) {
+        const int kw = r % KW, kh = (r / KW) % KH, kd = (r / (KW * KH)) % KD, c = r / (KW * KH * KD);
+        const float *xc = x + (long)c * D * H * W;   /* (D, H, W) channel c */
+        float *dst = col + (long)r * ncols;          /* (OD, OH, OW) row r */
+        const int off_w = kw * g->dilate[2] - g->pad[2];
+        const int sw = g->stride[2];
+        int lo, hi;
+        valid_range(OW, W, sw, off_w, &lo, &hi);
+        for (int od = 0; od < OD; od++) {
+            const int id = od * g->stride[0] - g->pad[0] + kd * g->dilate[0];
+            for (int oh = 0; oh < OH; oh++) {
+                const int ih = oh * g->stride[1] - g->pad[1] + kh * g->dilate[1];
+                float *d = dst + ((long)od * OH + oh) * OW;   /* (OW,) */
+                if (id < 0 || id >= D || ih < 0 || ih >= H) {
+                    memset(d, 0, (size_t)OW * sizeof(float));
+                    continue;
+                }
+                const float *xr = xc + ((long)id * H + ih) * W;   /* (W,) input row */
+                memset(d, 0, (size_t)lo * sizeof(float));
+                if (sw == 1) {
+                    memcpy(d + lo, xr + lo + off_w, (size_t)(hi - lo) * sizeof(float));
+                } else {
+                    for (int ow = lo; ow < hi; ow++)
+                        d[ow] = xr[(long)ow * sw + off_w];
+                }
+                memset(d + hi, 0, (size_t)(OW - hi) * sizeof(float));
+            }
+        }
+    }
+}
+
+void mxcc_im2col_f32_ref(const mxcc_conv_geom *g, const float *x, float *col, int parallel)
+{
+    (void)parallel;
+    const int D = g->in[0], H = g->in[1], W = g->in[2];
+    const int OD = g->out[0], OH = g->out[1], OW = g->out[2];
+    long r = 0;
+    for (int c = 0; c < g->channels; c++)
+        for (int kd = 0; kd < g->k[0]; kd++)
+            for (int kh = 0; kh < g->k[1]; kh++)
+                for (int kw = 0; kw < g->k[2]; kw++, r++) {
+                    long j = 0;
+                    for (int od = 0; od < OD; od++)
+                        for (int oh = 0; oh < OH; oh++)
+                            for (int ow = 0; ow < OW; ow++, j++) {
+                                const int id = od * g->stride[0] - g->pad[0] + kd * g->dilate[0];
+                                const int ih = oh * g->stride[1] - g->pad[1] + kh * g->dilate[1];
+                                const int iw = ow * g->stride[2] - g->pad[2] + kw * g->dilate[2];
+                                const int inside = id >= 0 && id < D && ih >= 0 && ih < H && iw >= 0 && iw < W;
+                                col[r * OD * OH * OW + j] =
+                                    inside ? x[(((long)c * D + id) * H + ih) * W + iw] : 0.0f;
+                            }
+                }
+}
+
+/* ---- col2im ------------------------------------------------------------------------------------------ */
+
+void mxcc_col2im_f32(const mxcc_conv_geom *g, const float *col, float *x, int parallel)
+{
+    const int D = g->in[0], H = g->in[1], W = g->in[2];
+    const int OD = g->out[0], OH = g->out[1], OW = g->out[2];
+    const int KD = g->k[0], KH = g->k[1], KW = g->k[2];
+    const long ncols = (long)OD * OH * OW;
+    const int sw = g->stride[2];
+    /* one channel per iteration: a thread owns its channel's whole image, so the sums never race */
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int c = 0; c < g->channels; c++) {
+        float *xc = x + (long)c * D * H * W;   /* (D, H, W) */
+        memset(xc, 0, (size_t)D * H * W * sizeof(float));
+        for (int kd = 0; kd < KD; kd++)
+            for (int kh = 0; kh < KH; kh++)
+                for (int kw = 0; kw < KW; kw++) {
+                    const float *src = col + ((((long)c * KD + kd) * KH + kh) * KW + kw) * ncols;  /* (OD, OH, OW) */
+                    const int off_w = kw * g->dilate[2] - g->pad[2];
+                    int lo, hi;
+                    valid_range(OW, W, sw, off_w, &lo, &hi);
+                    for (int od = 0; od < OD; od++) {
+                        const int id = od * g->stride[0] - g->pad[0] + kd * g->dilate[0];
+                        if (id < 0 || id >= D)
+                            continue;
+                        for (int oh = 0; oh < OH; oh++) {
+                            const int ih = oh * g->stride[1] - g->pad[1] + kh * g->dilate[1];
+                            if (ih < 0 || ih >= H)
+                                continue;
+                            const float *s = src + ((long)od * OH + oh) * OW;   /* (OW,) */
+                            float *xr = xc + ((long)id * H + ih) * W;           /* (W,) */
+                            for (int ow = lo; ow < hi; ow++)
+                                xr[(long)ow * sw + off_w] += s[ow];
+                        }
+                    }
+                }
+    }
+}
+
+void mxcc_col2im_f32_ref(const mxcc_conv_geom *g, const float *col, float *x, int parallel)
+{
+    (void)parallel;
+    const int D = g->in[0], H = g->in[1], W = g->in[2];
+    const int OD = g->out[0], OH = g->out[1], OW = g->out[2];
+    memset(x, 0, (size_t)g->channels * D * H * W * sizeof(float));
+    long r = 0;
+    for (int c = 0; c < g->channels; c++)
+        for (int kd = 0; kd < g->k[0]; kd++)
+            for (int kh = 0; kh < g->k[1]; kh++)
+                for (int kw = 0; kw < g->k[2]; kw++, r++) {
+                    long j = 0;
+                    for (int od = 0; od < OD; od++)
+                        for (int oh = 0; oh < OH; oh++)
+                            for (int ow = 0; ow < OW; ow++, j++) {
+                                const int id = od * g->stride[0] - g->pad[0] + kd * g->dilate[0];
+                                const int ih = oh * g->stride[1] - g->pad[1] + kh * g->dilate[1];
+                                const int iw = ow * g->stride[2] - g->pad[2] + kw * g->dilate[2];
+                                if (id >= 0 && id < D && ih >= 0 && ih < H && iw >= 0 && iw < W)
+                                    x[(((long)c * D + id) * H + ih) * W + iw] += col[r * OD * OH * OW + j];
+                            }
+                }
+}
+
+/* ---- epilogue on channel planes ------------------------------------------------------------------------ */
+
+/* act(x) on x[0:n] in place; the switch is outside the loop so relu/leaky/clip vectorize. */
+static void activate(const mxcc_epilogue *ep, float *restrict x, long n)
+{
+    switch (ep->act) {
+    case MXCC_ACT_NONE:
+        break;
+    case MXCC_ACT_RELU:
+        for (long j = 0; j < n; j++) x[j] = mxcc_relu(x[j]);
+        break;
+    case MXCC_ACT_SIGMOID:
+        for (long j = 0; j < n; j++) x[j] = mxcc_sigmoid(x[j]);
+        break;
+    case MXCC_ACT_TANH:
+        for (long j = 0; j < n; j++) x[j] = mxcc_tanh(x[j]);
+        break;
+    case MXCC_ACT_SOFTRELU:
+        for (long j = 0; j < n; j++) x[j] = mxcc_softrelu(x[j]);
+        break;
+    case MXCC_ACT_SOFTSIGN:
+        for (long j = 0; j < n; j++) x[j] = mxcc_softsign(x[j]);
+        break;
+    case MXCC_ACT_LEAKY:
+        for (long j = 0; j < n; j++) x[j] = mxcc_leaky(x[j], ep->alpha);
+        break;
+    case MXCC_ACT_CLIP:
+        for (long j = 0; j < n; j++) x[j] = mxcc_clip(x[j], ep->lo, ep->hi);
+        break;
+    }
+}
+
+void mxcc_conv_epilogue_f32(const mxcc_epilogue *ep, float *y, int rows, long n, int row0)
+{
+    if (ep == NULL)
+        return;
+    for (int r = 0; r < rows; r++) {
+        float *restrict x = y + (long)r * n;   /* (n,) channel row0 + r */
+        const int c = row0 + r;
+        if (ep->scale) { const float s = ep->scale[c]; for (long j = 0; j < n; j++) x[j] *= s; }
+        if (ep->shift) { const float t = ep->shift[c]; for (long j = 0; j < n; j++) x[j] += t; }
+        if (ep->bias)  { const float b = ep->bias[c];  for (long j = 0; j < n; j++) x[j] += b; }
+        if (ep->residual) {
+            const float *res = ep->residual + (long)c * ep->ld_residual;   /* (n,) */
+            for (long j = 0; j < n; j++) x[j] += res[j];
+        }
+        activate(ep, x, n);
+    }
+}
+
+/* ---- depthwise ---------------------------------------------------------------------------------------- */
+
+void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
+                             const mxcc_epilogue *ep, float *y, int parallel)
+{
+    const int C = g->channels, H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2];
+    const int KH = g->k[1], KW = g->k[2], sh = g->stride[1], sw = g->stride[2];
+    const long planes = (long)batch * C;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (long p = 0; p < planes; p++) {
+        const int c = (int)(p % C);
+        const float *xp = x + p * H * W;           /* (H, W) plane (n, c) */
+        const float *wc = w + (long)c * KH * KW;   /* (KH, KW) */
+        float *yp = y + p * OH * OW;               /* (OH, OW) */
+        for (int oh = 0; oh < OH; oh++) {
+            float *restrict yr = yp + (long)oh * OW;   /* (OW,) */
+            for (int ow = 0; ow < OW; ow++)
+                yr[ow] = 0.0f;
+            for (int kh = 0; kh < KH; kh++) {
+                const int ih = oh * sh - g->pad[1] + kh * g->dilate[1];
+                if (ih < 0 || ih >= H)
+                    continue;
+                const float *restrict xr = xp + (long)ih * W;   /* (W,) */
+                for (int kw = 0; kw < KW; kw++) {
+                    const float wv = wc[kh * KW + kw];
+                    const int off = kw * g->dilate[2] - g->pad[2];
+                    int lo, hi;
+                    valid_range(OW, W, sw, off, &lo, &hi);
+                    if (sw == 1) {
+                        for (int ow = lo; ow < hi; ow++)
+                            yr[ow] += wv * xr[ow + off];
+                    } else {
+                        for (int ow = lo; ow < hi; ow++)
+                            yr[ow] += wv * xr[(long)ow * sw + off];
+                    }
+                }
+            }
+        }
+        mxcc_conv_epilogue_f32(ep, yp, 1, (long)OH * OW, c);
+    }
+}
+
+void mxcc_conv_depthwise_f32_ref(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
+                                 const mxcc_epilogue *ep, float *y, int parallel)
+{
+    (void)parallel;
+    const int C = g->channels, H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2];
+    const int KH = g->k[1], KW = g->k[2];
+    for (long p = 0; p < (long)batch * C; p++) {
+        const int c = (int)(p % C);
+        for (int oh = 0; oh < OH; oh++)
+            for (int ow = 0; ow < OW; ow++) {
+                float acc = 0.0f;
+                for (int kh = 0; kh < KH; kh++)
+                    for (int kw = 0; kw < KW; kw++) {
+                        const int ih = oh * g->stride[1] - g->pad[1] + kh * g->dilate[1];
+                        const int iw = ow * g->stride[2] - g->pad[2] + kw * g->dilate[2];
+                        if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                            acc += w[((long)c * KH + kh) * KW + kw] * x[(p * H + ih) * W + iw];
+                    }
+                y[(p * OH + oh) * OW + ow] = acc;
+            }
+        mxcc_conv_epilogue_f32(ep, y + p * OH * OW, 1, (long)OH * OW, c);
+    }
+}

@@ -1,0 +1,73 @@
+/* mxcc convolution runtime: the parts of a convolution that are not a GEMM (runtime_c/conv/conv2d_f32.c).
+ *
+ *   mxcc_im2col_f32            image (C, D, H, W) -> columns (C*KD*KH*KW, OD*OH*OW), so that
+ *                              out (O, OD*OH*OW) = weight (O, C*KD*KH*KW) . columns   (one GEMM per group)
+ *   mxcc_col2im_f32            the adjoint: columns summed back into an image (Deconvolution = W^T.X, col2im)
+ *   mxcc_conv_depthwise_f32    direct depthwise convolution (groups == C_in == C_out), epilogue inline
+ *   mxcc_conv_epilogue_f32     the GEMM epilogue contract (mxcc_gemm.h) on channel planes (rows = channels)
+ *
+ * Every fast routine has a plain reference twin (`_ref`, same signature): the oracle of
+ * tests/runtime/test_conv.py and nothing else.
+ *
+ * Geometry. The compiler writes one `mxcc_conv_geom` per layer as constants. Spatial arrays are
+ * (depth, height, width); a 2-D convolution has in[0] = out[0] = k[0] = stride[0] = dilate[0] = 1 and
+ * pad[0] = 0, a 1-D one the same for index 1 too. Row r of the column matrix is (c, kd, kh, kw) in that
+ * order (the weight's layout), column j is (od, oh, ow); input position = o * stride - pad + k * dilate;
+ * positions outside the image read as 0 (im2col) or are dropped (col2im).
+ */
+#ifndef MXCC_CONV_H
+#define MXCC_CONV_H
+
+#include "gemm/mxcc_gemm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mxcc_conv_geom {
+    int channels;      /* C: channels of the image */
+    int in[3];         /* image size (D, H, W): the convolution's input */
+    int out[3];        /* convolution output size (OD, OH, OW) */
+    int k[3];          /* kernel */
+    int stride[3];
+    int pad[3];        /* both sides */
+    int dilate[3];
+} mxcc_conv_geom;
+
+/* col (C*KD*KH*KW, OD*OH*OW) = im2col(x (C, D, H, W)). parallel: split the rows over OpenMP threads. */
+void mxcc_im2col_f32(const mxcc_conv_geom *g, const float *x, float *col, int parallel);
+void mxcc_im2col_f32_ref(const mxcc_conv_geom *g, const float *x, float *col, int parallel);
+
+/* x (C, D, H, W) = sum of the columns col (C*KD*KH*KW, OD*OH*OW) at their positions (x is overwritten,
+ * not accumulated into). parallel: split the channels over OpenMP threads. */
+void mxcc_col2im_f32(const mxcc_conv_geom *g, const float *col, float *x, int parallel);
+void mxcc_col2im_f32_ref(const mxcc_conv_geom *g, const float *col, float *x, int parallel);
+
+/* y (N, C, OH, OW) = depthwise conv of x (N, C, H, W) with w (C, KH, KW), then the epilogue (vectors
+ * indexed by channel; NULL = none; no residual). 1-D/2-D only (in[0] = k[0] = 1). parallel: split the
+ * N*C planes over OpenMP threads. */
+void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
+                             const mxcc_epilogue *ep, float *y, int parallel);
+void mxcc_conv_depthwise_f32_ref(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
+                                 const mxcc_epilogue *ep, float *y, int parallel);
+
+/* The epilogue of mxcc_gemm.h applied to y (rows, n), row r being channel row0 + r: scale/shift/bias are
+ * per channel whatever ep->per_row says; the residual is indexed [(row0 + r) * ld_residual + j].
+ * NULL ep = nothing. */
+void mxcc_conv_epilogue_f32(const mxcc_epilogue *ep, float *y, int rows, long n, int row0);
+
+/* The epilogue for rows row0.. of a per-row epilogue: a group's slice of the output channels. */
+static inline mxcc_epilogue mxcc_epilogue_rows(const mxcc_epilogue *ep, int row0)
+{
+    mxcc_epilogue e = *ep;
+    if (e.bias) e.bias += row0;
+    if (e.scale) e.scale += row0;
+    if (e.shift) e.shift += row0;
+    if (e.residual) e.residual += (long)row0 * e.ld_residual;
+    return e;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MXCC_CONV_H */
