@@ -14,7 +14,7 @@ import numpy as np
 from mxcc import __version__
 from mxcc.build import atomic_copy, atomic_write, build, resource_dir
 from mxcc.codegen.cnames import c_ident
-from mxcc.codegen.lower import lower
+from mxcc.codegen.lower import lower, lower_updates
 from mxcc.codegen.render import render
 from mxcc.errors import GraphError, ShapeError
 from mxcc.graph import Graph, load_json
@@ -63,9 +63,10 @@ def _check_shapes(shapes) -> dict[str, tuple]:
     return out
 
 
-def plan_network(net, shapes: dict, opts: CompileOptions, log=None) -> tuple[Plan, str]:
+def plan_network(net, shapes: dict, opts: CompileOptions, log=None, *, wrt=None,
+                 state_names: tuple[str, ...] = ()) -> tuple[Plan, str]:
     graph, source = _graph_of(net)
-    plan = run_pipeline(graph, _check_shapes(shapes), opts, log=log)
+    plan = run_pipeline(graph, _check_shapes(shapes), opts, log=log, wrt=wrt, state_names=state_names)
     for s, h in zip(plan.slots_of("output"), plan.graph.heads):
         if plan.graph.nodes[h.node].is_variable:
             raise GraphError(f"graph output {s.name!r} is the variable itself, nothing computes it",
@@ -122,23 +123,58 @@ def inspect_network(net, shapes: dict, opts: CompileOptions, name: str | None = 
     return plan_to_json(plan, lower(plan, c_ident(name) if name else _default_name(source)))
 
 
+def _training_setup(opts, graph, shapes, optimizer, inputs_need_grad):
+    """(optimizer, variables to differentiate, optimizer state names) for a training compile."""
+    if not opts.train:
+        if optimizer is not None:
+            raise TypeError("optimizer= needs train=True")
+        return None, None, ()
+    from mxcc.passes import bind, infer_shapes, trainable
+    if optimizer is None:
+        from mxcc.optimizer import SGD
+        optimizer = SGD(learning_rate=0.01)
+    typed = infer_shapes(bind(graph), _check_shapes(shapes))
+    wrt = trainable(typed) + ([i for i in typed.inputs if i in shapes] if inputs_need_grad else [])
+    return optimizer, wrt, tuple(optimizer.state_names)
+
+
+def _module_class(opts):
+    from mxcc.executor import Executor
+    from mxcc.module import Module
+    return Executor if opts.train else Module
+
+
+def _train_kw(opts, optimizer) -> dict:
+    return {"optimizer": optimizer} if opts.train else {}
+
+
 def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = None, threads: int | None = None,
-            **options):
+            optimizer=None, inputs_need_grad=False, **options):
     """Compile `net` (a Symbol, or a path to MXNet symbol JSON) for the given input shapes.
 
     `params`: a dict of arrays (`arg:`/`aux:` prefixes allowed) or a `.params`/`.npz` path, bound to the
     returned Module. `out_dir`: also write the sources, plan, binaries and params there (for `mxcc.load`).
-    `options`: CompileOptions fields (fuse, plan, isa, ...).
+    `options`: CompileOptions fields (fuse, plan, isa, profile, train, ...). With train=True the result is
+    an Executor (forward/backward/update/step) whose update is `optimizer` (default SGD(learning_rate=0.01))
+    and `inputs_need_grad=True` also computes the gradients of the data inputs.
     """
     from mxcc.module import Module
     from mxcc.params import load_params
     opts = CompileOptions.from_env(**options)
-    plan, source = plan_network(net, shapes, opts)
+    graph, source = _graph_of(net)
+    optimizer, wrt, state_names = _training_setup(opts, graph, shapes, optimizer, inputs_need_grad)
+    plan, source = plan_network(net, shapes, opts, wrt=wrt, state_names=state_names)
     name = c_ident(name) if name else _default_name(source)
     calls = lower(plan, name)
+    updates = None
+    if opts.train:
+        lr_mult, wd_mult = optimizer.multipliers(graph, [w for w, _ in plan.graph.grads])
+        updates = lower_updates(plan, optimizer.kind, lr_mult, wd_mult, len(calls))
     src = render(plan, calls, name, template_dir=str(resource_dir("templates")), source=source,
                  options=f"fuse={'on' if opts.fuse else 'off'} plan={'on' if opts.plan else 'off'} "
-                         f"isa={opts.isa} profile={'on' if opts.profile else 'off'}", profile=opts.profile)
+                         f"isa={opts.isa} profile={'on' if opts.profile else 'off'}"
+                         + (f" train={optimizer.kind}" if opts.train else ""),
+                 profile=opts.profile, updates=updates)
     plan_json = json.dumps(plan_to_json(plan, calls), indent=1)
     built = build(name, src.c, src.h, src.cdef, src.bench, opts)
     pj = json.loads(plan_json)
@@ -150,7 +186,12 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
                               outputs=[o["shape"] for o in g["outputs"]],
                               bytes=sum(o["nbytes"] for o in g["outputs"]) + sum(
                                   4 * _prod(i["shape"]) for i in g["inputs"]),
-                              live=[o["live"] for o in g["outputs"]]) for g in pj["groups"]])
+                              live=[o["live"] for o in g["outputs"]], phase=c.phase)
+                         for g, c in zip(pj["groups"], calls)]
+                + [dict(name=f"update:{u.param}", function=u.fn, members=[u.param], ops=[f"{optimizer.kind}_update"],
+                        flops=4 * u.n, inputs=[], outputs=[], bytes=12 * u.n, live=[], phase="update")
+                   for u in updates or []],
+                train=opts.train)
     if isinstance(params, (str, os.PathLike)):
         params = load_params(params)
     if out_dir is not None:
@@ -164,9 +205,9 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
             from mxcc.params import save_params
             save_params(out / PARAMS_FILE, {k: np.asarray(v) for k, v in params.items()})
         atomic_write(out / "module.json", json.dumps(meta, indent=1))   # last: marks the directory complete
-        mod = Module(out, meta, threads=threads)
+        mod = _module_class(opts)(out, meta, threads=threads, **_train_kw(opts, optimizer))
     else:
-        mod = Module(built.dir, meta, threads=threads)
+        mod = _module_class(opts)(built.dir, meta, threads=threads, **_train_kw(opts, optimizer))
     mod.cached = built.cached
     if params is not None:
         mod.set_params(params)

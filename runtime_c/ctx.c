@@ -42,6 +42,8 @@ void mxcc_ctx_free(mxcc_ctx *ctx)
 
 void **mxcc_ctx_slots(mxcc_ctx *ctx) { return ctx->slots; }
 
+float *mxcc_ctx_hyper(mxcc_ctx *ctx) { return ctx->hyper; }
+
 void mxcc_set_num_threads(int n)
 {
 #ifdef _OPENMP

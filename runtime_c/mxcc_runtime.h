@@ -14,6 +14,7 @@
 #include "conv/mxcc_conv.h"
 #include "mxcc_math.h"
 #include "prof.h"
+#include "optim.h"
 
 #define MXCC_NOINLINE __attribute__((noinline))
 #define MXCC_RESTRICT restrict
@@ -29,6 +30,7 @@ typedef struct mxcc_ctx {
     int n_slots;
     mxcc_gemm_ws *gemm;       /* GEMM packing buffers */
     mxcc_prof prof;           /* profiler event buffer (empty until enabled) */
+    float hyper[MXCC_NUM_HYPER];  /* optimizer hyper-parameters of the next update (training) */
 } mxcc_ctx;
 
 /* What a generated network says about each host-bound tensor (for the standalone executables). */
@@ -44,6 +46,7 @@ typedef struct mxcc_slot_info {
 mxcc_ctx *mxcc_ctx_create(size_t arena_bytes, int n_slots, char *err, size_t errlen);
 void mxcc_ctx_free(mxcc_ctx *ctx);
 void **mxcc_ctx_slots(mxcc_ctx *ctx);
+float *mxcc_ctx_hyper(mxcc_ctx *ctx);
 void mxcc_set_num_threads(int n);
 int mxcc_get_num_threads(void);
 

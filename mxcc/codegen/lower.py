@@ -40,6 +40,7 @@ class KernelCall:
     ops: tuple[str, ...]          # member op names, in order
     flops: int
     node_index: int = 0           # position in the network's node-name table
+    phase: str = "forward"        # "forward" | "backward": which entry point runs it
 
 
 class LowerCtx:
@@ -125,12 +126,12 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int) -
     outs = [_buffer(plan, r, "out" if len(grp.outputs) == 1 else f"out{j}", True, slot_names)
             for j, r in enumerate(grp.outputs)]
     common = dict(fn=fn, group=grp.name, sources=tuple(m.name for m in members),
-                  ops=tuple(m.op for m in members), flops=flops, node_index=index)
+                  ops=tuple(m.op for m in members), flops=flops, node_index=index, phase=anchor.phase)
     if op.view:                                     # a view that is a graph output: copy it there
         src = _buffer(plan, anchor.inputs[0], "data", False, slot_names)
         return KernelCall(template="kernels/copy.c.j2", vars=dict(n=src.type.size), buffers=(src, *outs),
                           **common)
-    if op.fusion is Fusion.ELEMWISE:
+    if op.fusion_of(anchor.params) is Fusion.ELEMWISE:
         return _lower_elementwise(plan, grp, members, outs, slot_names, common)
     names = op.inputs(anchor.params)
     ins = [_buffer(plan, r, name, False, slot_names) for name, r in zip(names, anchor.inputs)
@@ -160,7 +161,7 @@ def _lower_elementwise(plan, grp, members, outs, slot_names, common) -> KernelCa
     inside = {m.id for m in members}
     external: list[Ref] = []
     for m in members:
-        for r in m.inputs:
+        for r in _read_inputs(m):
             if r.node not in inside and r.key not in [e.key for e in external]:
                 external.append(r)
     if len(members) == 1:
@@ -172,10 +173,62 @@ def _lower_elementwise(plan, grp, members, outs, slot_names, common) -> KernelCa
     name_of = {r.key: c for r, c in zip(external, cnames)}
     expr_of: dict[int, str] = {}
     for m in members:
-        args = [expr_of[r.node] if r.node in inside else f"{name_of[r.key]}[i]" for r in m.inputs]
+        read = _read_inputs(m)
+        args = [expr_of[r.node] if r.node in inside else f"{name_of[r.key]}[i]" if r in read else "0.0f"
+                for r in m.inputs]
         expr_of[m.id] = m.opdef.c_expr(m.params, args)
     ins = [_buffer(plan, r, c, False, slot_names) for r, c in zip(external, cnames)]
     n = prod(members[-1].out_types[0].shape)
     return KernelCall(template="kernels/elemwise.c.j2",
                       vars=dict(n=n, expr=expr_of[members[-1].id], parallel=n >= PARALLEL_MIN_ELEMENTS),
                       buffers=(*ins, *outs), **common)
+
+
+def _read_inputs(node) -> list[Ref]:
+    """The inputs an inference kernel reads: all but labels (LogisticRegressionOutput's label)."""
+    names = node.opdef.inputs(node.params)
+    return [r for name, r in zip(names, node.inputs) if name not in node.opdef.labels]
+
+
+@dataclass(frozen=True)
+class UpdateCall:
+    """One parameter's optimizer update: runtime function, pointers and constant multipliers."""
+    param: str
+    fn: str                  # mxcc_sgd_update_f32 | mxcc_sgd_mom_update_f32 | mxcc_adam_update_f32
+    weight: str              # C expressions of the bound slots
+    grad: str
+    states: tuple[str, ...]
+    n: int
+    lr_mult: str             # C float literals
+    wd_mult: str
+    node_index: int
+
+
+UPDATE_FN = {"sgd": "mxcc_sgd_update_f32", "sgd_mom": "mxcc_sgd_mom_update_f32", "adam": "mxcc_adam_update_f32"}
+
+
+def lower_updates(plan: Plan, kind: str, lr_mult: dict, wd_mult: dict, first_index: int) -> list[UpdateCall]:
+    """An update per parameter with a gradient slot (inputs' gradients are not updated)."""
+    slot = {(s.kind, s.name): s for s in plan.slots}
+    calls = []
+    for name, _ in plan.graph.grads:
+        if ("param", name) not in slot:
+            continue
+        w, g = slot[("param", name)], slot[("grad", name)]
+        states = tuple(f"(float *)ctx->slots[{slot[('state', f'{name}_{st}')].index}]"
+                       for st in STATE_NAMES[kind])
+        calls.append(UpdateCall(name, UPDATE_FN[kind], f"(float *)ctx->slots[{w.index}]",
+                                f"(const float *)ctx->slots[{g.index}]", states, _prod(w.shape),
+                                c_float(lr_mult.get(name, 1.0)), c_float(wd_mult.get(name, 1.0)),
+                                first_index + len(calls)))
+    return calls
+
+
+STATE_NAMES = {"sgd": (), "sgd_mom": ("mom",), "adam": ("mean", "var")}
+
+
+def _prod(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n

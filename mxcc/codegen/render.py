@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import jinja2
 
 from mxcc import __version__
-from mxcc.codegen.cnames import c_ident, c_string
+from mxcc.codegen.cnames import c_string, unique_idents
 from mxcc.codegen.lower import KernelCall
 from mxcc.plan import Plan
 
@@ -50,16 +50,19 @@ def _render_kernel(env, call: KernelCall) -> str:
 
 
 def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, source: str,
-           options: str, profile: bool = True) -> CSource:
+           options: str, profile: bool = True, updates: list | None = None) -> CSource:
     env = environment(template_dir)
     ctx = dict(
         net=net, NET=net.upper(), version=__version__, source=source, options=options, profile=profile,
         calls=calls, kernels=[_render_kernel(env, c) for c in calls],
+        forward=[c for c in calls if c.phase == "forward"], backward=[c for c in calls if c.phase == "backward"],
+        train=updates is not None, updates=updates or [],
         slots=[dict(index=s.index, name=s.name, cname=c_string(s.name), kind=s.kind, shape=s.shape,
-                    size=_size(s.shape), ident=c_ident(s.name)) for s in plan.slots],
+                    size=_size(s.shape), ident=ident)
+               for s, ident in zip(plan.slots, unique_idents([f"{s.kind}_{s.name}" for s in plan.slots]))],
         arena_bytes=plan.arena_bytes, lower_bound_bytes=plan.lower_bound_bytes,
         num_nodes=sum(1 for n in plan.graph.nodes if not n.is_variable),
-        node_names=[c_string(c.group) for c in calls],
+        node_names=[c_string(c.group) for c in calls] + [c_string(f"update:{u.param}") for u in updates or []],
     )
     return CSource(c=env.get_template("net.c.j2").render(**ctx), h=env.get_template("net.h.j2").render(**ctx),
                    cdef=env.get_template("cdef.h.j2").render(**ctx),

@@ -90,6 +90,7 @@ class Graph:
     attrs: tuple[tuple[str, Any], ...] = ()           # graph attrs, e.g. ("mxnet_version", ["int", 10901])
     groups: tuple[FusedGroup, ...] | None = None      # set by the fuse pass
     inputs: tuple[str, ...] = ()                      # variables fed per call (data, label), set by bind
+    grads: tuple[tuple[str, Ref], ...] = ()           # (variable, value holding its gradient), set by autodiff
 
     def __post_init__(self):
         for i, n in enumerate(self.nodes):

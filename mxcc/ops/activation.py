@@ -30,9 +30,37 @@ def _infer(a, s):
     return [s.known("data")]
 
 
+# act_type -> (derivative in mxcc_math.h, whether it reads the forward output (else the input))
+GRADIENTS = {
+    "relu": ("mxcc_relu_grad", True), "sigmoid": ("mxcc_sigmoid_grad", True), "tanh": ("mxcc_tanh_grad", True),
+    "softrelu": ("mxcc_softrelu_grad", True), "softsign": ("mxcc_softsign_grad", False),
+}
+
+
+def _grad(a, g):
+    fn, uses_output = GRADIENTS[a.act_type]
+    other = g.output() if uses_output else g.input("data")
+    return {"data": g.emit("_backward_Activation", [g.ograd(), other], act_type=a.act_type)[0]}
+
+
+def _bwd_inputs(a):
+    return ("ograd", "output" if GRADIENTS[a.act_type][1] else "data")
+
+
+def _bwd_infer(a, s):
+    dy = s.known("ograd")
+    s.expect(_bwd_inputs(a)[1], dy, "(the forward value has the gradient's shape)")
+    return [dy]
+
+
+ACTIVATION_BACKWARD = register(OpDef(
+    name="_backward_Activation", attrs=ActAttrs, inputs=_bwd_inputs, infer=_bwd_infer, fusion=Fusion.ELEMWISE,
+    flops=lambda a, ins, outs: elementwise_flops(3)(a, ins, outs), inplace=True,
+    c_expr=lambda a, xs: f"{GRADIENTS[a.act_type][0]}({xs[0]}, {xs[1]})"))
+
 ACTIVATION = register(OpDef(
     name="Activation", attrs=ActAttrs, inputs=lambda a: ("data",), infer=_infer, fusion=Fusion.ELEMWISE,
     flops=lambda a, ins, outs: elementwise_flops(ACTIVATIONS[a.act_type][2])(a, ins, outs),
     epilogue=lambda a: EpilogueStep(act=ACTIVATIONS[a.act_type][1]),
     c_expr=lambda a, xs: f"{ACTIVATIONS[a.act_type][0]}({xs[0]})",
-    inplace=True, doc=__doc__))
+    inplace=True, grad=_grad, doc=__doc__))

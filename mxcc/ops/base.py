@@ -11,6 +11,10 @@ An OpDef is plain data plus plain functions. Passes ask it questions (`fusion`, 
 - `lower(attrs, k: LowerCtx) -> (template, variables)`: only resolved constants and C names.
 - `epilogue(attrs) -> EpilogueStep | None`: how a GEMM epilogue does this op (for ELEMWISE ops).
 - `c_expr(attrs, args) -> str`: the op as a C expression of its input expressions (ELEMWISE ops).
+- `fusion`: a Fusion, or `fusion(attrs) -> Fusion` where the kind depends on attributes (LeakyReLU: 'leaky'
+  is ELEMWISE, 'prelu' BROADCAST); passes ask `op.fusion_of(attrs)`.
+- `grad(attrs, g) -> {input: Ref}`: the gradient rule, building backward nodes with `g.emit(op, inputs,
+  **attrs)` from `g.ograd(i)`, `g.input(name)`, `g.output(i)`, for the inputs `g.needs(name)` (passes/autodiff.py).
 - `workspace(attrs, ins, outs) -> int`: scratch bytes the kernel needs while it runs (im2col buffers...);
   the planner places them in the arena, live for that one step, and the kernel sees a `workspace` pointer.
 """
@@ -100,13 +104,14 @@ class OpDef:
     attrs: type
     inputs: Callable[[Any], tuple[str, ...]]
     infer: Callable[[Any, ShapeCtx], list]
-    fusion: Fusion
+    fusion: Fusion | Callable[[Any], Fusion]
     lower: Callable | None = None
     flops: Callable = _zero_flops
     aliases: tuple[str, ...] = ()
     aux: Callable[[Any], tuple[str, ...]] = _no_aux
     output_names: Callable[[Any], tuple[str, ...]] = _one_output
     labels: tuple[str, ...] = ()          # inputs only training reads (SoftmaxOutput's label)
+    loss: bool = False                    # a loss head: its backward makes its own gradient (no head grad)
     epilogue: Callable[[Any], EpilogueStep | None] | None = None
     c_expr: Callable[[Any, list[str]], str] | None = None
     inplace: bool = False                 # output may reuse input 0's storage
@@ -115,12 +120,15 @@ class OpDef:
     hidden_outputs: int | Callable[[Any], int] = 0   # trailing outputs not visible to users (Dropout's mask);
                                           # a function of the attrs where the count varies (Pooling, BatchNorm)
     workspace: Callable | None = None     # (attrs, in_types, out_types) -> scratch bytes (e.g. im2col)
-    grad: Callable | None = None          # TODO(6): gradient rules
+    grad: Callable | None = None          # (attrs, g: GradCtx) -> {input name: gradient Ref}; see autodiff.py
     doc: str = ""
     symbol_args: tuple[str, ...] = field(default=())   # positional order for the Symbol API
 
     def num_outputs(self, attrs) -> int:
         return len(self.output_names(attrs))
+
+    def fusion_of(self, attrs) -> Fusion:
+        return self.fusion if isinstance(self.fusion, Fusion) else self.fusion(attrs)
 
     def num_hidden(self, attrs) -> int:
         h = self.hidden_outputs

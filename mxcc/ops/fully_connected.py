@@ -61,6 +61,50 @@ def _lower(a: FCAttrs, k):
     )
 
 
+def _grad(a: FCAttrs, g):
+    outs = g.emit("_backward_FullyConnected", [g.ograd(), g.input("data"), g.input("weight")],
+                  num_hidden=a.num_hidden, no_bias=a.no_bias, flatten=a.flatten, data_grad=g.needs("data"))
+    names = _bwd_outputs(FCBackwardAttrs(a.num_hidden, a.no_bias, a.flatten, g.needs("data")))
+    return {n.replace("_grad", ""): r for n, r in zip(names, outs)}
+
+
 FULLY_CONNECTED = register(OpDef(
     name="FullyConnected", attrs=FCAttrs, inputs=_inputs, infer=_infer, fusion=Fusion.ANCHOR,
-    flops=_flops, lower=_lower, doc=__doc__))
+    flops=_flops, lower=_lower, grad=_grad, doc=__doc__))
+
+
+# -- backward: one kernel per layer computing (data_grad), weight_grad, (bias_grad) -----------------------
+@dataclass(frozen=True)
+class FCBackwardAttrs:
+    num_hidden: int
+    no_bias: bool = False
+    flatten: bool = True
+    data_grad: bool = True        # False for the first layer: nobody needs the gradient of the input
+
+
+def _bwd_outputs(a: FCBackwardAttrs) -> tuple[str, ...]:
+    return (("data_grad",) if a.data_grad else ()) + ("weight_grad",) + (() if a.no_bias else ("bias_grad",))
+
+
+def _bwd_infer(a: FCBackwardAttrs, s):
+    x, w = s.known("data"), s.known("weight")
+    outs = [x] if a.data_grad else []
+    return outs + [w] + ([] if a.no_bias else [(a.num_hidden,)])
+
+
+def _bwd_flops(a: FCBackwardAttrs, ins, outs):
+    m, k = _mk(FCAttrs(a.num_hidden, a.no_bias, a.flatten), ins[1].shape)
+    return 2 * m * k * a.num_hidden * (2 if a.data_grad else 1) + (0 if a.no_bias else m * a.num_hidden)
+
+
+def _bwd_lower(a: FCBackwardAttrs, k):
+    m, kk = _mk(FCAttrs(a.num_hidden, a.no_bias, a.flatten), k.in_type("data").shape)
+    names = _bwd_outputs(a)
+    out = {n: (f"out{i}" if len(names) > 1 else "out") for i, n in enumerate(names)}
+    return "kernels/fc_backward.c.j2", dict(
+        m=m, n=a.num_hidden, k=kk, dx=out.get("data_grad"), dw=out["weight_grad"], db=out.get("bias_grad"))
+
+
+FC_BACKWARD = register(OpDef(
+    name="_backward_FullyConnected", attrs=FCBackwardAttrs, inputs=lambda a: ("ograd", "data", "weight"),
+    infer=_bwd_infer, output_names=_bwd_outputs, fusion=Fusion.OPAQUE, flops=_bwd_flops, lower=_bwd_lower))

@@ -1,12 +1,14 @@
-"""softmax, log_softmax and SoftmaxOutput (inference forward: softmax probabilities).
+"""softmax, log_softmax, SoftmaxActivation and SoftmaxOutput (inference forward: softmax probabilities).
 
 All three lower to one kernel: softmax over an axis of length n, viewing the tensor as (outer, n, inner).
 SoftmaxOutput's axis follows MXNet: channel axis 1 with multi_output, the last axis with preserve_shape,
-otherwise the data flattened to (batch, rest). Its label is read only by training.
+otherwise the data flattened to (batch, rest). Its label is read only by training. SoftmaxActivation
+(deprecated in MXNet) is softmax over the flattened (batch, rest) (mode='instance') or over axis 1
+(mode='channel', data of at least 3 dims).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from math import prod
 from typing import Literal, Optional
 
@@ -104,6 +106,38 @@ def _so_lower(a, k):
     return "kernels/softmax.c.j2", _softmax_vars(outer, n, inner, None, False)
 
 
+# -- SoftmaxOutput backward: (softmax - onehot(label)) * grad_scale / norm; the head gradient is ignored ---
+def _so_grad(a: SoftmaxOutputAttrs, g):
+    return {"data": g.emit("_backward_SoftmaxOutput", [g.output(), g.input("label")],
+                           **{f.name: getattr(a, f.name) for f in fields(a)})[0]}
+
+
+def _so_bwd_infer(a, s):
+    return [s.known("output")]
+
+
+def _so_bwd_lower(a: SoftmaxOutputAttrs, k):
+    shape = k.in_type("output").shape
+    outer, n, inner = _so_axis(a, shape)
+    labels = outer * inner
+    # MXNet's normalization (softmax_output-inl.h): null -> 1 (multi_output: positions per sample),
+    # batch -> the batch size, valid -> the count of labels not ignored (at run time)
+    if a.normalization == "null":
+        norm = inner if a.multi_output else 1
+    elif a.normalization == "batch":
+        norm = shape[0]
+    else:
+        norm = None if a.use_ignore else labels
+    return "kernels/softmax_output_backward.c.j2", dict(
+        outer=outer, n=n, inner=inner, rows=labels, row_stride=n * inner, grad_scale=c_float(a.grad_scale),
+        norm=norm, ignore=c_float(a.ignore_label) if a.use_ignore else None,
+        on=c_float(1.0 - a.smooth_alpha), off=c_float(a.smooth_alpha / (n - 1) if n > 1 else 0.0))
+
+
+SOFTMAX_OUTPUT_BACKWARD = register(OpDef(
+    name="_backward_SoftmaxOutput", attrs=SoftmaxOutputAttrs, inputs=lambda a: ("output", "label"),
+    infer=_so_bwd_infer, fusion=Fusion.OPAQUE, flops=_softmax_flops, lower=_so_bwd_lower))
+
 SOFTMAX = register(OpDef(
     name="softmax", attrs=SoftmaxAttrs, inputs=lambda a: ("data",), infer=_softmax_infer,
     fusion=Fusion.OPAQUE, flops=_softmax_flops, lower=_softmax_lower(False), doc=__doc__))
@@ -113,4 +147,27 @@ LOG_SOFTMAX = register(OpDef(
 SOFTMAX_OUTPUT = register(OpDef(
     name="SoftmaxOutput", aliases=("Softmax",), attrs=SoftmaxOutputAttrs,
     inputs=lambda a: ("data", "label"), labels=("label",), infer=_so_infer, fusion=Fusion.OPAQUE,
-    flops=_softmax_flops, lower=_so_lower, doc=__doc__))
+    flops=_softmax_flops, lower=_so_lower, loss=True, grad=_so_grad, doc=__doc__))
+
+
+@dataclass(frozen=True)
+class SoftmaxActivationAttrs:
+    mode: Literal["instance", "channel"] = "instance"
+
+
+def _sa_infer(a: SoftmaxActivationAttrs, s):
+    x = s.known("data")
+    if a.mode == "channel" and len(x) < 3:
+        s.fail(f"mode='channel' needs data of at least 3 dimensions, got {x}", input="data")
+    return [x]
+
+
+def _sa_lower(a: SoftmaxActivationAttrs, k):
+    x = k.in_type("data").shape
+    outer, n, inner = _split(x, 1) if a.mode == "channel" else (x[0], prod(x[1:]), 1)
+    return "kernels/softmax.c.j2", _softmax_vars(outer, n, inner, None, False)
+
+
+SOFTMAX_ACTIVATION = register(OpDef(
+    name="SoftmaxActivation", attrs=SoftmaxActivationAttrs, inputs=lambda a: ("data",), infer=_sa_infer,
+    fusion=Fusion.OPAQUE, flops=_softmax_flops, lower=_sa_lower, doc=__doc__))

@@ -9,6 +9,7 @@ import time
 
 from mxcc.graph.ir import Graph
 from mxcc.options import CompileOptions
+from mxcc.passes.autodiff import autodiff
 from mxcc.passes.dce import dce
 from mxcc.passes.fuse import fuse
 from mxcc.passes.infer_shapes import bind, infer_shapes
@@ -23,12 +24,31 @@ PIPELINE_INFER = (
 )
 
 
-def run_pipeline(graph: Graph, shapes: dict, opts: CompileOptions, log=None):
-    """Graph + input shapes -> Plan. `log(name, seconds, nodes)` is called after each pass."""
+def trainable(graph: Graph) -> list[str]:
+    """Variables that get gradients: every parameter (not inputs, labels or aux states), in node order."""
+    aux = set()
+    for n in graph.nodes:
+        if not n.is_variable:
+            for name, r in zip(n.opdef.inputs(n.params), n.inputs):
+                if name in n.opdef.aux(n.params):
+                    aux.add(r.node)
+    return [n.name for n in graph.variables if n.name not in graph.inputs and n.id not in aux]
+
+
+def run_pipeline(graph: Graph, shapes: dict, opts: CompileOptions, log=None, *, wrt: list[str] | None = None,
+                 state_names: tuple[str, ...] = ()):
+    """Graph + input shapes -> Plan. `log(name, seconds, nodes)` is called after each pass.
+
+    With opts.train the backward graph for `wrt` (default: every parameter) is appended by autodiff."""
     t = time.perf_counter()
     g = infer_shapes(bind(graph), shapes)
     if log:
         log("infer_shapes", time.perf_counter() - t, len(g.nodes))
+    if opts.train:
+        t = time.perf_counter()
+        g = autodiff(dce(g), trainable(g) if wrt is None else wrt)
+        if log:
+            log("autodiff", time.perf_counter() - t, len(g.nodes))
     for name, fn, enabled in PIPELINE_INFER:
         if enabled(opts):
             t = time.perf_counter()
@@ -36,11 +56,11 @@ def run_pipeline(graph: Graph, shapes: dict, opts: CompileOptions, log=None):
             if log:
                 log(name, time.perf_counter() - t, len(g.nodes))
     t = time.perf_counter()
-    plan = plan_memory(g, enabled=opts.plan)
+    plan = plan_memory(g, enabled=opts.plan, state_names=state_names)
     if log:
         log("plan_memory", time.perf_counter() - t, len(g.nodes))
     return plan
 
 
-__all__ = ["PIPELINE_INFER", "bind", "dce", "fuse", "infer_shapes", "plan_memory", "remove_dropout",
+__all__ = ["PIPELINE_INFER", "autodiff", "bind", "trainable", "dce", "fuse", "infer_shapes", "plan_memory", "remove_dropout",
            "run_pipeline"]

@@ -1,6 +1,6 @@
 """Dead-node removal: keep only the nodes the heads depend on, renumbered in their original order.
 
-Requires: a Graph. Guarantees: every node is reachable from a head; ids are 0..n-1 in the old relative
+Requires: a Graph. Guarantees: every node is reachable from a head or a gradient; ids are 0..n-1 in the old relative
 order (so the result is still topological); `graph.inputs` keeps only surviving variables.
 Does not: touch fusion groups (run it before fuse).
 """
@@ -13,7 +13,7 @@ from mxcc.graph.ir import Graph, Ref
 
 def dce(graph: Graph) -> Graph:
     live: set[int] = set()
-    stack = [h.node for h in graph.heads]
+    stack = [h.node for h in graph.heads] + [r.node for _, r in graph.grads]
     while stack:
         i = stack.pop()
         if i in live:
@@ -36,4 +36,5 @@ def renumber(graph: Graph, keep: list[int]) -> Graph:
              for old in keep]
     names = {n.name for n in nodes if n.is_variable}
     return graph.with_nodes(nodes, heads=tuple(ref(h) for h in graph.heads),
+                            grads=tuple((w, ref(r)) for w, r in graph.grads),
                             inputs=tuple(i for i in graph.inputs if i in names))

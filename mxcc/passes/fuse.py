@@ -9,7 +9,8 @@ outputs leave the group. Rules:
   - a `view` op (Flatten, surviving Dropout) needs no kernel unless its output is a graph head (then it is a
     copy kernel of its own);
   - with fuse=False every kernel-needing node is its own group (finer profiling, easier debugging).
-Values read by a head or by two nodes always end a group. Does not: reorder nodes (schedule) or place
+Values read by a head (or holding a gradient) or by two nodes always end a group; a group never mixes the
+forward and backward phases. Does not: reorder nodes (schedule) or place
 buffers (plan_memory).
 
     before: fullyconnected0 = FullyConnected(X, w0, b0); activation0 = Activation(fullyconnected0)
@@ -23,7 +24,7 @@ from mxcc.ops.base import Fusion
 
 def fuse(graph: Graph, enabled: bool = True) -> Graph:
     readers = graph.consumers()
-    heads = {h.key for h in graph.heads}
+    heads = {h.key for h in graph.heads} | {r.key for _, r in graph.grads}   # values the host receives
     taken: set[int] = set()
     groups = []
     for n in graph.nodes:
@@ -33,7 +34,7 @@ def fuse(graph: Graph, enabled: bool = True) -> Graph:
         if op.view and (n.id, 0) not in heads:
             continue
         members = [n.id]
-        if enabled and op.fusion in (Fusion.ANCHOR, Fusion.ELEMWISE):
+        if enabled and op.fusion_of(n.params) in (Fusion.ANCHOR, Fusion.ELEMWISE):
             _grow(graph, members, readers, heads, taken)
         taken.update(members)
         last = graph.nodes[members[-1]]
@@ -54,11 +55,11 @@ def _grow(graph: Graph, members: list[int], readers, heads, taken: set[int]) -> 
             return
         nxt = graph.nodes[rs[0]]
         ready = all(r.node in members or r.node in taken or graph.nodes[r.node].is_variable for r in nxt.inputs)
-        if not ready:
+        if not ready or nxt.phase != anchor.phase:     # forward and backward run in separate entry points
             return
-        if nxt.opdef.fusion is not Fusion.ELEMWISE or nxt.out_types[0] != graph.nodes[members[-1]].out_types[0]:
+        if nxt.opdef.fusion_of(nxt.params) is not Fusion.ELEMWISE or nxt.out_types[0] != graph.nodes[members[-1]].out_types[0]:
             return
-        if anchor.opdef.fusion is Fusion.ANCHOR:
+        if anchor.opdef.fusion_of(anchor.params) is Fusion.ANCHOR:
             # the GEMM epilogue order is fixed: (+ residual) then one activation
             step = nxt.opdef.epilogue(nxt.params) if nxt.opdef.epilogue else None
             if step is None or has_act:

@@ -21,10 +21,12 @@ def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def host_slots(graph: Graph) -> tuple[Slot, ...]:
-    """Inputs (in graph.inputs order), then params and aux states (node order), then outputs (heads)."""
+def host_slots(graph: Graph, state_names: tuple[str, ...] = ()) -> tuple[Slot, ...]:
+    """Inputs (in graph.inputs order), then params and aux states (node order), then outputs (heads), then
+    gradients (graph.grads order, named after their variable)."""
     aux_ids: set[int] = set()
     label_ids: set[int] = set()
+    other_reads: set[int] = set()
     for n in graph.nodes:
         if n.is_variable:
             continue
@@ -34,6 +36,9 @@ def host_slots(graph: Graph) -> tuple[Slot, ...]:
                 aux_ids.add(r.node)
             if name in n.opdef.labels:
                 label_ids.add(r.node)
+            else:
+                other_reads.add(r.node)
+    label_ids -= other_reads          # a label the backward reads is required (training)
     by_name = {n.name: n for n in graph.variables}
     slots: list[Slot] = []
     for name in graph.inputs:
@@ -44,6 +49,12 @@ def host_slots(graph: Graph) -> tuple[Slot, ...]:
             slots.append(Slot(len(slots), n.name, "aux" if n.id in aux_ids else "param", n.out_types[0].shape))
     for i, h in enumerate(graph.heads):
         slots.append(Slot(len(slots), graph.output_name(h), "output", graph.type_of(h).shape))
+    for name, r in graph.grads:
+        slots.append(Slot(len(slots), name, "grad", graph.type_of(r).shape))
+    for name, r in graph.grads:          # optimizer states (momentum, Adam's mean/var), one per parameter
+        if name not in graph.inputs:
+            for st in state_names:
+                slots.append(Slot(len(slots), f"{name}_{st}", "state", graph.type_of(r).shape))
     return tuple(slots)
 
 
@@ -57,10 +68,10 @@ def _view_source(graph: Graph, r: Ref) -> Ref:
         r = n.inputs[0]
 
 
-def plan_memory(graph: Graph, enabled: bool = True) -> Plan:
+def plan_memory(graph: Graph, enabled: bool = True, state_names: tuple[str, ...] = ()) -> Plan:
     assert graph.groups is not None, "plan_memory requires the fuse pass"
-    slots = host_slots(graph)
-    slot_of = {s.name: s.index for s in slots if s.kind != "output"}
+    slots = host_slots(graph, state_names)
+    slot_of = {s.name: s.index for s in slots if s.kind in ("input", "param", "aux")}
     locations: dict[tuple[int, int], Location] = {}
     for n in graph.variables:
         if n.name in slot_of:
@@ -68,6 +79,8 @@ def plan_memory(graph: Graph, enabled: bool = True) -> Plan:
     out_slot = {}
     for s, h in zip([s for s in slots if s.kind == "output"], graph.heads):
         out_slot.setdefault(h.key, s.index)
+    for s, (_, r) in zip([s for s in slots if s.kind == "grad"], graph.grads):
+        out_slot.setdefault(r.key, s.index)
     vals = _live_ranges(graph)
     for key in list(vals):
         if key in out_slot:

@@ -1,0 +1,125 @@
+"""Executor: a network compiled for training (MXNet's Executor API on compiled C).
+
+`forward(is_train=True, **inputs)`, `backward(out_grads=None)`, `update()` and `step(**inputs)` (all three in
+one C call) run the generated `<net>_forward/_backward/_update/_step`. Parameters, gradients, aux states and
+optimizer states are numpy arrays the C code reads and writes in place: `arg_dict`, `grad_dict`, `aux_dict`
+are views of them, as MXNet's NDArrays are. Outputs are persistent arrays (`outputs`), rewritten by each
+forward. The optimizer's hyper-parameters for each update (learning-rate schedule, Adam's bias correction)
+come from `optimizer.step_hyper(num_update)` and are copied into the context before the C update runs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mxcc.errors import ParamsError, ShapeError
+from mxcc.module import _F32, Module
+
+HYPER_KEYS = ("lr", "wd", "momentum", "rescale_grad", "clip_gradient", "beta1", "beta2", "epsilon")
+
+
+class Executor(Module):
+    def __init__(self, directory, meta: dict, threads: int | None = None, optimizer=None):
+        super().__init__(directory, meta, threads=threads)
+        self.optimizer = optimizer
+        self.num_update = 0
+        lib = self._lib
+        self._backward = getattr(lib, f"{self.name}_backward")
+        self._update = getattr(lib, f"{self.name}_update")
+        self._step = getattr(lib, f"{self.name}_step")
+        self._hyper = lib.mxcc_ctx_hyper(self._ctx)
+        slots = meta["slots"]
+        # persistent host arrays bound once: outputs, gradients, optimizer states (zero-initialised)
+        self.outputs = [self._bind_new(s) for s in slots if s["kind"] == "output"]
+        self.grad_dict = {s["name"]: self._bind_new(s) for s in slots if s["kind"] == "grad"}
+        self.state_dict = {s["name"]: self._bind_new(s) for s in slots if s["kind"] == "state"}
+        self._head_grads = [s for s in slots if s["kind"] == "input" and s["name"].endswith("_head_grad")]
+        self._data_inputs = [s for s in self._inputs if not s[0].endswith("_head_grad")]
+        self._bound_inputs: dict[str, np.ndarray] = {}
+
+    def _bind_new(self, slot: dict) -> np.ndarray:
+        arr = np.zeros(slot["shape"], _F32)
+        self._slots[slot["index"]] = self._ffi.from_buffer(arr)
+        return arr
+
+    # -- MXNet's dictionaries -----------------------------------------------------------------------------
+    @property
+    def arg_dict(self) -> dict[str, np.ndarray]:
+        """Inputs last bound and parameters: the arrays the C code uses (writing into them changes the net)."""
+        params = {n: a for n, a in self._params.items() if self._params_meta[n]["kind"] == "param"}
+        return {**self._bound_inputs, **params}
+
+    @property
+    def aux_dict(self) -> dict[str, np.ndarray]:
+        return {n: a for n, a in self._params.items() if self._params_meta[n]["kind"] == "aux"}
+
+    # -- running -------------------------------------------------------------------------------------------
+    def _bind_inputs(self, inputs: dict) -> None:
+        if self._unbound:
+            raise ParamsError("params not bound: " + ", ".join(self._unbound) + " (use set_params)")
+        known = {n for n, *_ in self._data_inputs}
+        unknown = set(inputs) - known
+        if unknown:
+            raise ShapeError(f"unknown input(s) {sorted(unknown)}; the network's inputs are {sorted(known)}",
+                             input=sorted(unknown)[0])
+        for name, index, shape, _optional in self._data_inputs:
+            arr = inputs.get(name)
+            if arr is None:
+                if name in self._bound_inputs:
+                    continue            # keep the previous binding, as MXNet's executor does
+                raise ShapeError(f"missing input {name!r} of shape {shape} (training reads it)", input=name)
+            if type(arr) is not np.ndarray or arr.dtype != _F32 or not arr.flags.c_contiguous:
+                arr = self._coerce(name, arr)
+            if arr.shape != shape:
+                raise ShapeError(f"input {name!r} has shape {arr.shape}, expected {shape}", input=name,
+                                 expected=shape, got=arr.shape)
+            self._bound_inputs[name] = arr          # kept alive: backward reads it after forward returns
+            self._slots[index] = self._ffi.from_buffer(arr)
+
+    def forward(self, is_train: bool = True, **inputs) -> list[np.ndarray]:
+        """Run the forward pass; returns `outputs` (persistent arrays, overwritten by the next forward).
+
+        is_train=False is allowed; this network's ops compute the same forward either way (TODO(6):
+        BatchNorm batch statistics and Dropout masks select their training kernels here)."""
+        self._bind_inputs(inputs)
+        self._forward(self._ctx)
+        return self.outputs
+
+    def backward(self, out_grads=None) -> None:
+        """Gradients of every parameter into `grad_dict`. `out_grads`: head gradients for the outputs that
+        are not loss heads (one array each, in output order), as MXNet's Executor.backward takes them."""
+        if self._head_grads:
+            if out_grads is None:
+                raise ShapeError(f"backward needs out_grads for the outputs that are not loss heads: "
+                                 f"{[s['name'][:-len('_head_grad')] for s in self._head_grads]}")
+            grads = [out_grads] if isinstance(out_grads, np.ndarray) else list(out_grads)
+            if len(grads) != len(self._head_grads):
+                raise ShapeError(f"got {len(grads)} out_grads, expected {len(self._head_grads)}")
+            for s, g in zip(self._head_grads, grads):
+                g = self._coerce(s["name"], g)
+                if g.shape != tuple(s["shape"]):
+                    raise ShapeError(f"out_grad for {s['name']!r} has shape {g.shape}, expected "
+                                     f"{tuple(s['shape'])}", input=s["name"])
+                self._bound_inputs[s["name"]] = g
+                self._slots[s["index"]] = self._ffi.from_buffer(g)
+        self._backward(self._ctx)
+
+    def _set_hyper(self) -> None:
+        h = self.optimizer.step_hyper(self.num_update + 1)
+        for i, key in enumerate(HYPER_KEYS):
+            self._hyper[i] = float(h.get(key, 0.0))
+
+    def update(self) -> None:
+        """One optimizer step on every parameter from the gradients in grad_dict."""
+        self._set_hyper()
+        self._update(self._ctx)
+        self.num_update += 1
+
+    def step(self, **inputs) -> list[np.ndarray]:
+        """forward(is_train=True) + backward() + update() in one C call (loss heads only)."""
+        if self._head_grads:
+            raise ShapeError("step() needs a network whose outputs are all loss heads; use forward/backward")
+        self._bind_inputs(inputs)
+        self._set_hyper()
+        self._step(self._ctx)
+        self.num_update += 1
+        return self.outputs

@@ -1,0 +1,40 @@
+/* Optimizer updates: one pass over a parameter, vectorizable, parallel when large. */
+#include <math.h>
+
+#include "optim.h"
+
+#define PARALLEL_MIN 65536   /* below this the OpenMP fork costs more than the loop */
+
+static inline float clipf(float x, float c)
+{
+    return c < 0.0f ? x : (x > c ? c : (x < -c ? -c : x));
+}
+
+void mxcc_sgd_update_f32(float *w, const float *g, long n, float lr, float wd, float rescale, float clip)
+{
+    #pragma omp parallel for simd if (n >= PARALLEL_MIN) schedule(static)
+    for (long i = 0; i < n; i++)
+        w[i] = (1.0f - lr * wd) * w[i] - lr * clipf(rescale * g[i], clip);
+}
+
+void mxcc_sgd_mom_update_f32(float *w, const float *g, float *mom, long n, float lr, float wd, float momentum,
+                             float rescale, float clip)
+{
+    #pragma omp parallel for simd if (n >= PARALLEL_MIN) schedule(static)
+    for (long i = 0; i < n; i++) {
+        mom[i] = momentum * mom[i] - lr * wd * w[i] - lr * clipf(rescale * g[i], clip);
+        w[i] += mom[i];
+    }
+}
+
+void mxcc_adam_update_f32(float *w, const float *g, float *mean, float *var, long n, float lr, float wd,
+                          float beta1, float beta2, float eps, float rescale, float clip)
+{
+    #pragma omp parallel for simd if (n >= PARALLEL_MIN) schedule(static)
+    for (long i = 0; i < n; i++) {
+        const float gi = clipf(rescale * g[i] + wd * w[i], clip);
+        mean[i] = beta1 * mean[i] + (1.0f - beta1) * gi;
+        var[i] = beta2 * var[i] + (1.0f - beta2) * gi * gi;
+        w[i] -= lr * mean[i] / (sqrtf(var[i]) + eps);
+    }
+}
