@@ -121,11 +121,11 @@ def _so_bwd_lower(a: SoftmaxOutputAttrs, k):
     outer, n, inner = _so_axis(a, shape)
     labels = outer * inner
     # MXNet's normalization (softmax_output-inl.h): null -> 1 (multi_output: positions per sample),
-    # batch -> the batch size, valid -> the count of labels not ignored (at run time)
+    # batch -> the label's size, valid -> the count of labels not ignored (at run time)
     if a.normalization == "null":
         norm = inner if a.multi_output else 1
     elif a.normalization == "batch":
-        norm = shape[0]
+        norm = labels
     else:
         norm = None if a.use_ignore else labels
     return "kernels/softmax_output_backward.c.j2", dict(

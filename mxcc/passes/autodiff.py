@@ -146,8 +146,14 @@ def autodiff(graph: Graph, wrt: list[str]) -> Graph:
                 continue
             contrib.setdefault(n.inputs[names.index(name)].key, []).append(ref)
     grads = []
+    taken = {h.key for h in graph.heads}
     for w in wrt:
         parts = contrib.get((var_id[w], 0), [])
         ref = b.sum(parts, f"{w}_grad") if parts else b.zeros_like(Ref(var_id[w], 0), f"{w}_grad_zero")
+        if b.nodes[ref.node].is_variable or ref.key in taken:
+            # a gradient that is a head gradient passed through (x + y), or shared with another gradient or
+            # an output, gets its own copy: every gradient slot is written by a kernel
+            ref = b.add("_reshape_to", [ref], {"shape": str(b.type_of(ref).shape)}, f"{w}_grad_copy")[0]
+        taken.add(ref.key)
         grads.append((w, ref))
     return replace(graph.with_nodes(b.nodes, inputs=tuple(inputs)), grads=tuple(grads))
