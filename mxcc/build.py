@@ -39,8 +39,13 @@ def resource_dir(kind: str) -> Path:
 
 
 def runtime_sources() -> list[Path]:
+    """The runtime every module links; runtime_c/data/ (IDX reading, zlib) only goes into `<net>_train`."""
     root = resource_dir("runtime_c")
-    return sorted(p for p in root.rglob("*.c") if "tests" not in p.parts)
+    return sorted(p for p in root.rglob("*.c") if not {"tests", "data"} & set(p.relative_to(root).parts))
+
+
+def train_sources() -> list[Path]:
+    return sorted((resource_dir("runtime_c") / "data").glob("*.c"))
 
 
 def runtime_files() -> list[Path]:
@@ -154,13 +159,15 @@ class Built:
     cached: bool
 
 
-def build(net: str, c_src: str, h_src: str, cdef: str, bench_src: str, opts: CompileOptions) -> Built:
-    """Compile (or fetch from the cache) the extension module and the benchmark for one network."""
+def build(net: str, c_src: str, h_src: str, cdef: str, bench_src: str, opts: CompileOptions,
+          train_src: str | None = None) -> Built:
+    """Compile (or fetch from the cache) the extension module and the benchmark for one network, and with
+    `train_src` the standalone training program `<net>_train` (links zlib to read gzipped IDX files)."""
     import cffi
     fl = flags(opts)
     cc = shutil.which(opts.cc) or opts.cc
     key = _hash("net", __version__, compiler_version(opts.cc), " ".join(fl), cffi.__version__, EXT_SUFFIX,
-                c_src, h_src, cdef, bench_src,
+                c_src, h_src, cdef, bench_src, train_src or "",
                 *[p.read_bytes() for p in runtime_files()])
     module = f"_mxcc_{net}_{key[:16]}"
     root = Path(cache_dir())
@@ -174,6 +181,8 @@ def build(net: str, c_src: str, h_src: str, cdef: str, bench_src: str, opts: Com
         (tmp / f"{net}.c").write_text(c_src)
         (tmp / f"{net}.h").write_text(h_src)
         (tmp / f"{net}_bench.c").write_text(bench_src)
+        if train_src is not None:
+            (tmp / f"{net}_train.c").write_text(train_src)
         ffi = cffi.FFI()
         ffi.cdef(cdef)
         ffi.set_source(module, f'#include "{net}.h"')
@@ -191,7 +200,10 @@ def build(net: str, c_src: str, h_src: str, cdef: str, bench_src: str, opts: Com
             ([cc, "-shared", "-o", so.name, f"{module}.o", f"{net}.o", *map(str, objs), *libs], "linking the module"),
             ([cc, *fl, *inc, "-o", bench.name, f"{net}_bench.c", f"{net}.o", *map(str, objs), *libs],
              "building the benchmark"),
-        ], tmp)
+        ] + ([([cc, *fl, *inc, "-I", str(resource_dir("runtime_c") / "data"), "-o", f"{net}_train",
+                f"{net}_train.c", *map(str, train_sources()), f"{net}.o", *map(str, objs), *libs, "-lz"],
+               "building the training program (needs zlib: apt-get install zlib1g-dev)")]
+             if train_src is not None else []), tmp)
         (tmp / "DONE").write_text(key)
         _publish(tmp, final)
     except BaseException:

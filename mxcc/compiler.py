@@ -14,7 +14,7 @@ import numpy as np
 from mxcc import __version__
 from mxcc.build import atomic_copy, atomic_write, build, resource_dir
 from mxcc.codegen.cnames import c_ident
-from mxcc.codegen.lower import lower, lower_updates
+from mxcc.codegen.lower import lower, lower_train_program, lower_updates
 from mxcc.codegen.render import render
 from mxcc.errors import GraphError, ShapeError
 from mxcc.graph import Graph, load_json
@@ -166,19 +166,22 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
     plan, source = plan_network(net, shapes, opts, wrt=wrt, state_names=state_names)
     name = c_ident(name) if name else _default_name(source)
     calls = lower(plan, name)
-    updates = None
+    updates = train_program = None
     if opts.train:
         lr_mult, wd_mult = optimizer.multipliers(graph, [w for w, _ in plan.graph.grads])
         updates = lower_updates(plan, optimizer.kind, lr_mult, wd_mult, len(calls))
+        train_program = lower_train_program(plan, optimizer.step_hyper(1))
     src = render(plan, calls, name, template_dir=str(resource_dir("templates")), source=source,
                  options=f"fuse={'on' if opts.fuse else 'off'} plan={'on' if opts.plan else 'off'} "
                          f"isa={opts.isa} profile={'on' if opts.profile else 'off'}"
                          + (f" train={optimizer.kind}" if opts.train else ""),
-                 profile=opts.profile, updates=updates)
+                 profile=opts.profile, updates=updates, train_program=train_program,
+                 optimizer=optimizer.kind if optimizer else "")
     plan_json = json.dumps(plan_to_json(plan, calls), indent=1)
-    built = build(name, src.c, src.h, src.cdef, src.bench, opts)
+    built = build(name, src.c, src.h, src.cdef, src.bench, opts, train_src=src.train)
     pj = json.loads(plan_json)
     meta = dict(name=name, module=built.module, so=built.so.name, bench=built.bench.name, key=built.key,
+                train_program=f"{name}_train" if src.train else None,
                 mxcc_version=__version__, source=source, profile=opts.profile, slots=pj["slots"],
                 arena_bytes=pj["arena_bytes"],
                 kernels=[dict(name=g["name"], function=g["function"], members=g["members"], ops=g["ops"],
@@ -201,6 +204,8 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
             atomic_write(out / fname, text)
         atomic_copy(built.so, out / built.so.name)
         atomic_copy(built.bench, out / built.bench.name)
+        if src.train:
+            atomic_copy(built.dir / f"{name}_train", out / f"{name}_train")
         if params is not None:
             from mxcc.params import save_params
             save_params(out / PARAMS_FILE, {k: np.asarray(v) for k, v in params.items()})

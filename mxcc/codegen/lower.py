@@ -232,3 +232,35 @@ def _prod(shape) -> int:
     for d in shape:
         n *= d
     return n
+
+
+def lower_train_program(plan: Plan, hyper: dict) -> dict | None:
+    """The constants of `<net>_train` (templates/train.c.j2), for a classifier with one image input, one
+    label and one (batch, classes) output; None when the network is not of that shape."""
+    inputs = [s for s in plan.slots if s.kind == "input"]
+    data = [s for s in inputs if not s.optional and not s.name.endswith("_head_grad") and len(s.shape) >= 2]
+    labels = [s for s in inputs if s is not (data[0] if data else None) and len(s.shape) == 1]
+    outputs = [s for s in plan.slots if s.kind == "output"]
+    if len(data) != 1 or len(labels) != 1 or len(outputs) != 1 or len(outputs[0].shape) != 2 \
+            or len(inputs) != 2:
+        return None
+    batch = data[0].shape[0]
+    inits = []
+    for s in plan.slots:
+        if s.kind not in ("param", "aux"):
+            continue
+        size = _prod(s.shape)
+        if s.name.endswith("weight") or (len(s.shape) >= 2 and s.kind == "param"):
+            hw = _prod(s.shape[2:]) if len(s.shape) > 2 else 1
+            fan_in, fan_out = (s.shape[1] if len(s.shape) > 1 else s.shape[0]) * hw, s.shape[0] * hw
+            scale = (3.0 / ((fan_in + fan_out) / 2.0)) ** 0.5
+            inits.append(dict(name=s.name, slot=s.index, size=size, how=f"Xavier U(-{scale:.6g}, {scale:.6g})",
+                              expr=f"(float)((2.0 * rng_uniform() - 1.0) * {scale!r})"))
+        elif s.name.endswith(("gamma", "moving_var")):
+            inits.append(dict(name=s.name, slot=s.index, size=size, how="ones", expr="1.0f"))
+        else:
+            inits.append(dict(name=s.name, slot=s.index, size=size, how="zeros", expr="0.0f"))
+    return dict(data_slot=data[0].index, label_slot=labels[0].index, output_slot=outputs[0].index,
+                batch=batch, sample=_prod(data[0].shape[1:]), classes=outputs[0].shape[1], inits=inits,
+                lr=repr(float(hyper.get("lr", 0.1))), wd=repr(float(hyper.get("wd", 0.0))),
+                momentum=repr(float(hyper.get("momentum", 0.0))))

@@ -24,6 +24,7 @@ class CSource:
     h: str          # <net>.h
     cdef: str       # declarations for cffi
     bench: str      # <net>_bench.c
+    train: str | None = None   # <net>_train.c (classifiers compiled for training)
 
 
 @functools.lru_cache(maxsize=None)
@@ -50,7 +51,8 @@ def _render_kernel(env, call: KernelCall) -> str:
 
 
 def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, source: str,
-           options: str, profile: bool = True, updates: list | None = None) -> CSource:
+           options: str, profile: bool = True, updates: list | None = None, train_program: dict | None = None,
+           optimizer: str = "") -> CSource:
     env = environment(template_dir)
     ctx = dict(
         net=net, NET=net.upper(), version=__version__, source=source, options=options, profile=profile,
@@ -66,7 +68,9 @@ def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, 
     )
     return CSource(c=env.get_template("net.c.j2").render(**ctx), h=env.get_template("net.h.j2").render(**ctx),
                    cdef=env.get_template("cdef.h.j2").render(**ctx),
-                   bench=env.get_template("bench.c.j2").render(**ctx))
+                   bench=env.get_template("bench.c.j2").render(**ctx),
+                   train=env.get_template("train.c.j2").render(**ctx, **train_program, optimizer=optimizer)
+                   if train_program else None)
 
 
 def _size(shape) -> int:
