@@ -154,7 +154,8 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
 
     `params`: a dict of arrays (`arg:`/`aux:` prefixes allowed) or a `.params`/`.npz` path, bound to the
     returned Module. `out_dir`: also write the sources, plan, binaries and params there (for `mxcc.load`).
-    `options`: CompileOptions fields (fuse, plan, isa, profile, train, ...). With train=True the result is
+    `options`: CompileOptions fields (fuse, plan, isa, profile, train, ...). sanitize=True builds the
+    executables with AddressSanitizer/UBSan and returns the output directory instead of a Module. With train=True the result is
     an Executor (forward/backward/update/step) whose update is `optimizer` (default SGD(learning_rate=0.01))
     and `inputs_need_grad=True` also computes the gradients of the data inputs.
     """
@@ -197,6 +198,8 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
                 train=opts.train)
     if isinstance(params, (str, os.PathLike)):
         params = load_params(params)
+    if opts.sanitize and out_dir is None:
+        raise TypeError("sanitize=True builds executables to run outside Python: give out_dir=")
     if out_dir is not None:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -210,6 +213,8 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
             from mxcc.params import save_params
             save_params(out / PARAMS_FILE, {k: np.asarray(v) for k, v in params.items()})
         atomic_write(out / "module.json", json.dumps(meta, indent=1))   # last: marks the directory complete
+        if opts.sanitize:       # an ASan-instrumented extension cannot load into a plain Python
+            return out
         mod = _module_class(opts)(out, meta, threads=threads, **_train_kw(opts, optimizer))
     else:
         mod = _module_class(opts)(built.dir, meta, threads=threads, **_train_kw(opts, optimizer))

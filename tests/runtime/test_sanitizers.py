@@ -1,0 +1,55 @@
+"""Generated networks built with AddressSanitizer + UBSan, run as standalone executables: no report allowed.
+
+Covers the inference path (bench: every kernel of the net), a training step (the train program, a few
+batches) and random DAGs of the planner tests (arena placement, in-place kernels, views)."""
+import os
+import subprocess
+
+import pytest
+
+import mxcc
+from mxcc_testing import DATA, ROOT, needs_gcc
+
+pytestmark = needs_gcc
+ENV = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1")
+MNIST = ROOT / "examples" / "data" / "mnist"
+
+
+def _run(cmd):
+    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=ENV, timeout=300)
+    assert r.returncode == 0 and "runtime error" not in r.stderr and "ERROR: AddressSanitizer" not in r.stderr, \
+        r.stdout + r.stderr
+    return r.stdout
+
+
+class _SGD:
+    kind, state_names = "sgd_mom", ("mom",)
+
+    def step_hyper(self, t):
+        return {"lr": 0.1, "wd": 1e-4, "momentum": 0.9, "rescale_grad": 0.01, "clip_gradient": -1.0}
+
+    def multipliers(self, graph, names):
+        return {}, {}
+
+
+def test_mlp_inference_under_sanitizers(tmp_path):
+    out = mxcc.compile(DATA / "models/mlp/mlp-symbol.json", {"X": (3, 784)}, sanitize=True, out_dir=tmp_path / "m")
+    assert "us per forward" in _run([out / "mlp_bench", "--iters", "3", "--warmup", "1", "--threads", "2"])
+
+
+def test_mlp_training_program_under_sanitizers(tmp_path):
+    out = mxcc.compile(DATA / "models/mlp/mlp-symbol.json", {"X": (50, 784)}, sanitize=True, train=True,
+                       optimizer=_SGD(), out_dir=tmp_path / "t", name="mlp")
+    text = _run([out / "mlp_train", "--images", MNIST / "t10k-images-idx3-ubyte.gz", "--labels",
+                 MNIST / "t10k-labels-idx1-ubyte.gz", "--epochs", "1", "--train", "200", "--val", "100"])
+    assert text.startswith("Epoch: 0")
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_random_dags_under_sanitizers(seed, tmp_path):
+    import sys
+    sys.path.insert(0, str(ROOT / "tests" / "passes"))
+    from test_passes import random_net
+    net, shapes = random_net(seed)
+    out = mxcc.compile(net, shapes, sanitize=True, out_dir=tmp_path / "r", name="net")
+    _run([out / "net_bench", "--iters", "2", "--warmup", "1"])
