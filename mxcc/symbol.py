@@ -8,6 +8,7 @@ variables named `<node>_<input>` carrying the op's attributes, and unnamed nodes
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass
@@ -258,6 +259,8 @@ def _make(op_name: str, args: list, kwargs: dict, name: str | None, *, hint: str
     canonical = op.name
     sym_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, Symbol)}
     raw = {k: _attr_str(v) for k, v in kwargs.items() if not isinstance(v, Symbol) and v is not None}
+    if "num_args" in _field_names(op.attrs) and "num_args" not in raw:
+        raw["num_args"] = str(len(args))          # MXNet's key_var_num_args: variadic ops count their inputs
     name = NameManager.current.get(name, hint or op_name.lower())
     params = attrs_parser.parse(op.attrs, raw, node=name, op=canonical)
     input_names = op.inputs(params)
@@ -284,6 +287,10 @@ def _make(op_name: str, args: list, kwargs: dict, name: str | None, *, hint: str
     node = _SymNode(canonical, name, all_attrs, inputs)
     n_visible = op.num_outputs(params) - op.num_hidden(params)
     return Symbol(tuple((node, k) for k in range(n_visible)))
+
+
+def _field_names(cls) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
 
 
 def _attr_str(v) -> str:

@@ -1,0 +1,168 @@
+"""Concat (concat), SliceChannel (split) and slice_axis: block copies along one axis.
+
+Viewing each tensor as (outer, axis * inner), every input of Concat, every output of SliceChannel and the
+one slice of slice_axis is `outer` rows of contiguous floats at a constant column offset, so all three
+lower to `kernels/copy_rows.c.j2`: one memcpy per row (one in all when outer == 1).
+SliceChannel is multi-output (`output0`, `output1`, ... as MXNet names them); with squeeze_axis the split
+axis (of size num_outputs) is dropped.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from typing import Optional
+
+from mxcc.ops import register
+from mxcc.ops._util import norm_axis
+from mxcc.ops.base import Fusion, OpDef
+
+
+def _rows(shape: tuple, ax: int) -> tuple[int, int]:
+    """(outer, inner): the row count and the floats per unit of the axis."""
+    return prod(shape[:ax]), prod(shape[ax + 1:])
+
+
+def _copy(dst: str, dst_off: int, dst_ld: int, src: str, src_off: int, src_ld: int, rows: int, cols: int,
+          note: str) -> dict:
+    return dict(dst=dst, dst_off=dst_off, dst_ld=dst_ld, src=src, src_off=src_off, src_ld=src_ld, rows=rows,
+                cols=cols, note=note)
+
+
+# ------------------------------------------------------------------------------------------------ Concat
+
+
+@dataclass(frozen=True)
+class ConcatAttrs:
+    num_args: int
+    dim: int = 1
+
+    def __post_init__(self):
+        if self.num_args < 1:
+            raise ValueError(f"num_args must be at least 1, got {self.num_args}")
+
+
+def _concat_inputs(a: ConcatAttrs) -> tuple[str, ...]:
+    return tuple(f"arg{i}" for i in range(a.num_args))
+
+
+def _concat_infer(a: ConcatAttrs, s):
+    names = _concat_inputs(a)
+    shapes = [s.known(n) for n in names]
+    first = shapes[0]
+    ax = norm_axis(a.dim, len(first), s, input=names[0], what="dim")
+    for name, sh in zip(names[1:], shapes[1:]):
+        if len(sh) != len(first) or any(p != q for i, (p, q) in enumerate(zip(sh, first)) if i != ax):
+            want = first[:ax] + ("*",) + first[ax + 1:]
+            s.fail(f"input {name!r} has shape {sh}, expected ({', '.join(map(str, want))}) to concatenate "
+                   f"with {names[0]} {first} along dim {ax}", input=name, got=sh)
+    return [first[:ax] + (sum(sh[ax] for sh in shapes),) + first[ax + 1:]]
+
+
+def _concat_lower(a: ConcatAttrs, k):
+    out = k.out_type().shape
+    ax = norm_axis(a.dim, len(out), None)
+    outer, inner = _rows(out, ax)
+    copies, off = [], 0
+    for name in _concat_inputs(a):
+        n = k.in_type(name).shape[ax]
+        copies.append(_copy("out", off * inner, out[ax] * inner, name, 0, n * inner, outer, n * inner,
+                            f"{name} -> out[..., {off}:{off + n}, ...]"))
+        off += n
+    return "kernels/copy_rows.c.j2", dict(what=f"concatenate {a.num_args} inputs along dim {ax} into {list(out)}",
+                                          copies=copies)
+
+
+CONCAT = register(OpDef(
+    name="Concat", aliases=("concat",), attrs=ConcatAttrs, inputs=_concat_inputs, infer=_concat_infer,
+    fusion=Fusion.INJECTIVE, lower=_concat_lower, doc=__doc__))
+
+# ------------------------------------------------------------------------------------------ SliceChannel
+
+
+@dataclass(frozen=True)
+class SliceChannelAttrs:
+    num_outputs: int
+    axis: int = 1
+    squeeze_axis: bool = False
+
+    def __post_init__(self):
+        if self.num_outputs < 1:
+            raise ValueError(f"num_outputs must be at least 1, got {self.num_outputs}")
+
+
+def _split_infer(a: SliceChannelAttrs, s):
+    x = s.known("data")
+    ax = norm_axis(a.axis, len(x), s)
+    if x[ax] % a.num_outputs:
+        s.fail(f"cannot split axis {ax} of size {x[ax]} into num_outputs={a.num_outputs} equal parts",
+               input="data")
+    piece = x[ax] // a.num_outputs
+    if a.squeeze_axis:
+        if piece != 1:
+            s.fail(f"squeeze_axis=True needs axis {ax} of size num_outputs={a.num_outputs}, got {x[ax]}",
+                   input="data")
+        if len(x) == 1:
+            s.fail("squeeze_axis=True on a 1-d input would leave 0-d outputs", input="data")
+        out = x[:ax] + x[ax + 1:]
+    else:
+        out = x[:ax] + (piece,) + x[ax + 1:]
+    return [out] * a.num_outputs
+
+
+def _split_lower(a: SliceChannelAttrs, k):
+    x = k.in_type("data").shape
+    ax = norm_axis(a.axis, len(x), None)
+    outer, inner = _rows(x, ax)
+    piece = x[ax] // a.num_outputs
+    names = ["out"] if a.num_outputs == 1 else [f"out{j}" for j in range(a.num_outputs)]
+    copies = [_copy(name, 0, piece * inner, "data", j * piece * inner, x[ax] * inner, outer, piece * inner,
+                    f"data[..., {j * piece}:{(j + 1) * piece}, ...] -> {name}")
+              for j, name in enumerate(names)]
+    return "kernels/copy_rows.c.j2", dict(what=f"split data{list(x)} along axis {ax} into {a.num_outputs} parts",
+                                          copies=copies)
+
+
+SLICE_CHANNEL = register(OpDef(
+    name="SliceChannel", aliases=("split",), attrs=SliceChannelAttrs, inputs=lambda a: ("data",),
+    output_names=lambda a: tuple(f"output{i}" for i in range(a.num_outputs)), infer=_split_infer,
+    fusion=Fusion.INJECTIVE, lower=_split_lower, doc=__doc__))
+
+# -------------------------------------------------------------------------------------------- slice_axis
+
+
+@dataclass(frozen=True)
+class SliceAxisAttrs:
+    axis: int
+    begin: int
+    end: Optional[int] = None   # None: to the end (MXNet requires the attribute, "None" allowed)
+
+
+def _slice_range(a: SliceAxisAttrs, x: tuple, s) -> tuple[int, int, int]:
+    """MXNet's GetSliceAxisParams: (axis, begin, end) normalized, negative indices from the end."""
+    ax = norm_axis(a.axis, len(x), s)
+    n = x[ax]
+    b = a.begin + n if a.begin < 0 else a.begin
+    e = n if a.end is None else (a.end + n if a.end < 0 else a.end)
+    if not (0 <= b < e <= n):
+        s.fail(f"invalid slice begin={a.begin}, end={a.end} for axis {ax} of size {n}", input="data")
+    return ax, b, e
+
+
+def _slice_infer(a, s):
+    x = s.known("data")
+    ax, b, e = _slice_range(a, x, s)
+    return [x[:ax] + (e - b,) + x[ax + 1:]]
+
+
+def _slice_lower(a, k):
+    x = k.in_type("data").shape
+    ax, b, e = _slice_range(a, x, None)
+    outer, inner = _rows(x, ax)
+    copy = _copy("out", 0, (e - b) * inner, "data", b * inner, x[ax] * inner, outer, (e - b) * inner,
+                 f"data[..., {b}:{e}, ...]")
+    return "kernels/copy_rows.c.j2", dict(what=f"slice axis {ax} of data{list(x)} to [{b}, {e})", copies=[copy])
+
+
+SLICE_AXIS = register(OpDef(
+    name="slice_axis", attrs=SliceAxisAttrs, inputs=lambda a: ("data",), infer=_slice_infer,
+    fusion=Fusion.INJECTIVE, lower=_slice_lower, doc=__doc__))

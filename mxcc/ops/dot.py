@@ -1,0 +1,131 @@
+"""dot and batch_dot: matrix products lowered to the runtime GEMM (runtime_c/gemm/mxcc_gemm.h).
+
+dot follows MXNet's DotForward_: the left operand is read as a row-major (M, K) matrix (leading dims by
+the last one), or with transpose_a as (K, M) (first dim by the rest) and transposed; the right one as
+(K, N) (first dim by the rest), or with transpose_b as (N, K) (leading dims by the last) and transposed.
+Both are the GEMM's TRANS/NO_TRANS cases on the stored arrays: no copy. The output shape is the M dims (if
+the left is not 1-d) followed by the N dims (if the right is not 1-d); 1-d . 1-d is a (1,) dot product.
+dot is an ANCHOR: an activation after it runs in the GEMM's tile epilogue.
+batch_dot: (B..., M, K) x (B..., K, N) with equal batch dims, one GEMM per batch entry.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from typing import Literal, Optional
+
+from mxcc.ops import register
+from mxcc.ops.base import Fusion, OpDef
+
+
+@dataclass(frozen=True)
+class DotAttrs:
+    transpose_a: bool = False
+    transpose_b: bool = False
+    forward_stype: Optional[Literal["default", "csr", "row_sparse"]] = None
+
+    def __post_init__(self):
+        if self.forward_stype not in (None, "default"):
+            raise ValueError(f"forward_stype={self.forward_stype!r}: sparse storage is not supported")
+
+
+def _split_dot(a: DotAttrs, l: tuple, r: tuple) -> tuple[tuple, int, int, tuple]:
+    """(M dims, K of lhs, K of rhs, N dims) in MXNet's DotShape convention."""
+    if a.transpose_a:
+        m_dims, kl = (l[1:] if len(l) > 1 else (1,)), l[0]
+    else:
+        m_dims, kl = (l[:-1] if len(l) > 1 else (1,)), l[-1]
+    if a.transpose_b:
+        n_dims, kr = (r[:-1] if len(r) > 1 else (1,)), r[-1]
+    else:
+        n_dims, kr = (r[1:] if len(r) > 1 else (1,)), r[0]
+    return m_dims, kl, kr, n_dims
+
+
+def _dot_infer(a: DotAttrs, s):
+    l, r = s.known("lhs"), s.known("rhs")
+    if len(l) == 1 and len(r) == 1:
+        if a.transpose_a or a.transpose_b:
+            s.fail("cannot transpose vectors (both inputs are 1-d)", input="lhs")
+        if l != r:
+            s.fail(f"dot of vectors of lengths {l[0]} and {r[0]}", input="rhs", expected=l, got=r)
+        return [(1,)]
+    m_dims, kl, kr, n_dims = _split_dot(a, l, r)
+    if kl != kr:
+        s.fail(f"dot shape error: {l} x {r} (transpose_a={a.transpose_a}, transpose_b={a.transpose_b}): "
+               f"reduction sizes {kl} and {kr} differ", input="rhs", got=r)
+    return [(m_dims if len(l) > 1 else ()) + (n_dims if len(r) > 1 else ())]
+
+
+def _gemm_vars(m, n, kk, ta, tb, lda, ldb, what, k) -> dict:
+    return dict(m=m, n=n, k=kk, trans_a="MXCC_TRANS" if ta else "MXCC_NO_TRANS",
+                trans_b="MXCC_TRANS" if tb else "MXCC_NO_TRANS", a="lhs", lda=lda, b="rhs", ldb=ldb,
+                c="out", ldc=n, epilogue=k.gemm_epilogue(bias=None, per_row=False), what=what)
+
+
+def _dot_lower(a: DotAttrs, k):
+    l, r = k.in_type("lhs").shape, k.in_type("rhs").shape
+    if len(l) == 1 and len(r) == 1:
+        m_dims, kk, n_dims = (1,), l[0], (1,)
+    else:
+        m_dims, kk, _, n_dims = _split_dot(a, l, r)
+    m, n = prod(m_dims), prod(n_dims)
+    ta, tb = a.transpose_a and len(l) + len(r) > 2, a.transpose_b and len(l) + len(r) > 2
+    what = (f"out[{m},{n}] = lhs{'^T' if ta else ''}[{m},{kk}] . rhs{'^T' if tb else ''}[{kk},{n}]"
+            f"  (lhs{list(l)}, rhs{list(r)})")
+    # stored row lengths: lhs (M, K) or, transposed, (K, M); rhs (K, N) or, transposed, (N, K)
+    return "kernels/gemm.c.j2", _gemm_vars(m, n, kk, ta, tb, m if ta else kk, kk if tb else n, what, k)
+
+
+def _dot_flops(a, ins, outs):
+    l = ins[0].shape
+    kk = (l[0] if a.transpose_a else l[-1]) if len(l) > 1 else l[0]
+    return 2 * prod(outs[0].shape) * kk
+
+
+DOT = register(OpDef(
+    name="dot", attrs=DotAttrs, inputs=lambda a: ("lhs", "rhs"), infer=_dot_infer, fusion=Fusion.ANCHOR,
+    flops=_dot_flops, lower=_dot_lower, doc=__doc__))
+
+# -------------------------------------------------------------------------------------------- batch_dot
+
+
+def _batch_split(a: DotAttrs, l: tuple, r: tuple) -> tuple[int, int, int, int]:
+    """(M, K of lhs, K of rhs, N) of each batch entry."""
+    m, kl = (l[-1], l[-2]) if a.transpose_a else (l[-2], l[-1])
+    kr, n = (r[-1], r[-2]) if a.transpose_b else (r[-2], r[-1])
+    return m, kl, kr, n
+
+
+def _batch_infer(a: DotAttrs, s):
+    l, r = s.known("lhs"), s.known("rhs")
+    if len(l) < 3 or len(l) != len(r):
+        s.fail(f"batch_dot needs two N-d inputs (N >= 3) of the same rank, got {l} and {r}", input="rhs", got=r)
+    if l[:-2] != r[:-2]:
+        s.fail(f"batch dimensions differ: {l[:-2]} and {r[:-2]}", input="rhs", expected=l[:-2], got=r[:-2])
+    m, kl, kr, n = _batch_split(a, l, r)
+    if kl != kr:
+        s.fail(f"batch_dot shape error: {l} x {r} (transpose_a={a.transpose_a}, transpose_b={a.transpose_b})",
+               input="rhs", got=r)
+    return [l[:-2] + (m, n)]
+
+
+def _batch_lower(a: DotAttrs, k):
+    l, r = k.in_type("lhs").shape, k.in_type("rhs").shape
+    m, kk, _, n = _batch_split(a, l, r)
+    batch = prod(l[:-2])
+    what = (f"for each of {batch} batches: out[{m},{n}] = lhs{'^T' if a.transpose_a else ''}[{m},{kk}] . "
+            f"rhs{'^T' if a.transpose_b else ''}[{kk},{n}]")
+    return "kernels/batch_gemm.c.j2", dict(
+        batch=batch, stride_a=m * kk, stride_b=kk * n, stride_c=m * n,
+        **_gemm_vars(m, n, kk, a.transpose_a, a.transpose_b, l[-1], r[-1], what, k))
+
+
+def _batch_flops(a, ins, outs):
+    l = ins[0].shape
+    return 2 * prod(outs[0].shape) * (l[-2] if a.transpose_a else l[-1])
+
+
+BATCH_DOT = register(OpDef(
+    name="batch_dot", attrs=DotAttrs, inputs=lambda a: ("lhs", "rhs"), infer=_batch_infer,
+    fusion=Fusion.ANCHOR, flops=_batch_flops, lower=_batch_lower, doc=__doc__))
