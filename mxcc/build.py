@@ -192,8 +192,10 @@ def build(net: str, c_src: str, h_src: str, cdef: str, bench_src: str, opts: Com
         py_inc = ["-I", sysconfig.get_paths()["include"]]
         _compile_parallel([
             ([cc, *fl, *inc, "-c", f"{net}.c", "-o", f"{net}.o"], f"compiling {net}.c"),
-            ([cc, *fl, "-Wno-error", *inc, *py_inc, "-c", f"{module}.c", "-o", f"{module}.o"],
-             "compiling the cffi wrapper"),
+            # the wrapper is glue (argument conversion): -O1 compiles in half the time of -O3 -g
+            ([cc, "-O1", "-fPIC", "-fno-omit-frame-pointer", *(["-fsanitize=address,undefined"] if opts.sanitize
+                                                               else []), *inc, *py_inc, "-c", f"{module}.c",
+              "-o", f"{module}.o"], "compiling the cffi wrapper"),
         ], tmp)
         libs = ["-fopenmp", "-lm"] + (["-fsanitize=address,undefined"] if opts.sanitize else [])
         _compile_parallel([
