@@ -44,8 +44,8 @@ void mxcc_col2im_f32(const mxcc_conv_geom *g, const float *col, float *x, int pa
 void mxcc_col2im_f32_ref(const mxcc_conv_geom *g, const float *col, float *x, int parallel);
 
 /* y (N, C, OH, OW) = depthwise conv of x (N, C, H, W) with w (C, KH, KW), then the epilogue (vectors
- * indexed by channel; NULL = none; no residual). 1-D/2-D only (in[0] = k[0] = 1). parallel: split the
- * N*C planes over OpenMP threads. */
+ * indexed by channel; NULL = none; a residual's rows are channels too, so call once per image when the
+ * epilogue has one). 1-D/2-D only (in[0] = k[0] = 1). parallel: split the N*C planes over OpenMP threads. */
 void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
                              const mxcc_epilogue *ep, float *y, int parallel);
 void mxcc_conv_depthwise_f32_ref(const mxcc_conv_geom *g, int batch, const float *x, const float *w,

@@ -1,0 +1,146 @@
+"""Convolution: N-D (1-D NCW, 2-D NCHW, 3-D NCDHW) cross-correlation with stride, pad, dilation and groups.
+
+    out[n, o, p] = bias[o] + sum_{c in group(o), q} weight[o, c, q] * data[n, c, p * stride - pad + q * dilate]
+
+An ANCHOR: the GEMM epilogue adds the bias per output channel (a row of the GEMM), then a fused residual
+(elemwise_add) and activation. The lowering picks one path per layer (all decided here, printed by kernels/conv2d.c.j2):
+
+  depthwise  groups == C_in == C_out (1-D/2-D): the direct kernel of runtime_c/conv/, epilogue inline
+  gemm       1x1 kernel, stride 1, pad 0: out[n] (O, HW) = weight (O, C) . data[n] (C, HW), per group
+  im2col     otherwise: im2col of data[n] into the workspace (C*K, OHW), then one GEMM per group
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from typing import Literal, Optional
+
+from mxcc.ops import register
+from mxcc.ops._spatial import LAYOUTS, check_layout, conv_out, dilated, geom, per_image_epilogue, spatial
+from mxcc.ops.base import Fusion, OpDef
+
+PARALLEL_MIN_ELEMENTS = 1 << 15   # below this an OpenMP fork costs more than the loop
+
+
+@dataclass(frozen=True)
+class ConvAttrs:
+    kernel: tuple[int, ...]
+    num_filter: int
+    stride: tuple[int, ...] = ()
+    dilate: tuple[int, ...] = ()
+    pad: tuple[int, ...] = ()
+    num_group: int = 1
+    no_bias: bool = False
+    layout: Optional[Literal[LAYOUTS]] = None
+
+    IGNORED = ("workspace", "cudnn_tune", "cudnn_off")   # GPU/cuDNN tuning: no effect on the result
+
+    def __post_init__(self):
+        nsp = len(self.kernel)
+        if not 1 <= nsp <= 3:
+            raise ValueError(f"kernel={self.kernel}: only 1-D, 2-D and 3-D convolutions exist")
+        if any(k <= 0 for k in self.kernel):
+            raise ValueError(f"kernel={self.kernel} must be positive")
+        if self.num_filter <= 0:
+            raise ValueError(f"num_filter must be positive, got {self.num_filter}")
+        if self.num_group <= 0 or self.num_filter % self.num_group:
+            raise ValueError(f"num_filter={self.num_filter} must be a multiple of num_group={self.num_group}")
+        for what, v, lo in (("stride", self.stride, 1), ("dilate", self.dilate, 1), ("pad", self.pad, 0)):
+            if any(x < lo for x in spatial(v, nsp, lo, what)):
+                raise ValueError(f"{what}={v} must be >= {lo}")
+        check_layout(self.layout, nsp)
+
+    @property
+    def nsp(self) -> int:
+        return len(self.kernel)
+
+    def geometry(self):
+        """(kernel, stride, pad, dilate), each one entry per spatial dimension."""
+        n = self.nsp
+        return (self.kernel, spatial(self.stride, n, 1, "stride"), spatial(self.pad, n, 0, "pad"),
+                spatial(self.dilate, n, 1, "dilate"))
+
+
+def _inputs(a: ConvAttrs):
+    return ("data", "weight") if a.no_bias else ("data", "weight", "bias")
+
+
+def _out_spatial(a: ConvAttrs, x: tuple) -> tuple:
+    k, s, p, d = a.geometry()
+    return tuple(conv_out(x[2 + i], k[i], s[i], p[i], d[i]) for i in range(a.nsp))
+
+
+def _infer(a: ConvAttrs, s):
+    x = s.known("data")
+    nsp = a.nsp
+    if len(x) != nsp + 2:
+        s.fail(f"input 'data' has shape {x}: a {nsp}-D kernel {a.kernel} needs {nsp + 2}-D data "
+               f"({'NCW NCHW NCDHW'.split()[nsp - 1]})", input="data")
+    c = x[1]
+    if c % a.num_group:
+        s.fail(f"input 'data' has {c} channels, not a multiple of num_group={a.num_group}", input="data")
+    s.expect("weight", (a.num_filter, c // a.num_group, *a.kernel),
+             f"(num_filter={a.num_filter}, {c // a.num_group} channels per group, kernel {a.kernel})")
+    if not a.no_bias:
+        s.expect("bias", (a.num_filter,), f"(num_filter={a.num_filter})")
+    k, st, p, d = a.geometry()
+    out = _out_spatial(a, x)
+    for i in range(nsp):
+        if out[i] <= 0:
+            s.fail(f"kernel {a.kernel} (dilated {dilated(k[i], d[i])}) is larger than the padded input "
+                   f"{x[2 + i]} + 2*{p[i]} along spatial axis {i}", input="data")
+    return [(x[0], a.num_filter, *out)]
+
+
+def _flops(a: ConvAttrs, ins, outs):
+    x, y = ins[0].shape, outs[0].shape
+    k_per_out = (x[1] // a.num_group) * prod(a.kernel)
+    return 2 * prod(y) * k_per_out + (0 if a.no_bias else prod(y))
+
+
+def path(a: ConvAttrs, x: tuple) -> str:
+    """Which kernel computes this layer: 'depthwise', 'gemm' (1x1) or 'im2col'."""
+    k, s, p, _ = a.geometry()
+    if a.num_group == x[1] == a.num_filter and a.nsp <= 2:
+        return "depthwise"
+    if all(v == 1 for v in k) and all(v == 1 for v in s) and not any(p):
+        return "gemm"
+    return "im2col"
+
+
+def _workspace(a: ConvAttrs, ins, outs) -> int:
+    x, y = ins[0].shape, outs[0].shape
+    if path(a, x) != "im2col":
+        return 0
+    return x[1] * prod(a.kernel) * prod(y[2:]) * 4      # columns (C*K, OHW) of one image
+
+
+def _lower(a: ConvAttrs, k):
+    x = k.in_type("data").shape
+    y = k.out_type(0).shape
+    kern, st, p, d = a.geometry()
+    g, c, o = a.num_group, x[1], a.num_filter
+    cg, og = c // g, o // g
+    hw, ohw, kk = prod(x[2:]), prod(y[2:]), prod(kern)
+    kind = path(a, x)
+    work = x[0] * c * ohw * (kk if kind == "im2col" else 1)
+    shape = "x".join(map(str, kern))
+    desc = {"depthwise": f"depthwise {shape}: out[n, c] = sum over the {shape} window of weight[c] * data[n, c]",
+            "gemm": f"out[n] ({o}, {ohw}) = weight ({o}, {cg}) . data[n] ({c}, {hw})",
+            "im2col": f"out[n] ({o}, {ohw}) = weight ({o}, {cg * kk}) . im2col(data[n]) ({c * kk}, {ohw})"}[kind]
+    if g > 1 and kind != "depthwise":
+        desc += f", one GEMM per group of {og} x {cg} channels"
+    return "kernels/conv2d.c.j2", dict(
+        path=kind, batch=x[0], groups=g, m=og, n=ohw, k=cg * (kk if kind == "im2col" else 1),
+        x_img=c * hw, y_img=o * ohw, w_grp=og * cg * kk,
+        b_grp=cg * kk * ohw if kind == "im2col" else cg * hw, y_grp=og * ohw,
+        geom=geom(c, x[2:], y[2:], kern, st, p, d) if kind != "gemm" else [],
+        **per_image_epilogue(k, None if a.no_bias else "bias", o * ohw, ohw),
+        parallel=int(work >= PARALLEL_MIN_ELEMENTS),
+        what=f"{desc}; stride {st} pad {p} dilate {d} groups {g}",
+    )
+
+
+CONVOLUTION = register(OpDef(
+    name="Convolution", attrs=ConvAttrs, inputs=_inputs, infer=_infer, fusion=Fusion.ANCHOR,
+    flops=_flops, lower=_lower, workspace=_workspace, doc=__doc__))

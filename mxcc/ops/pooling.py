@@ -1,0 +1,133 @@
+"""Pooling: max, avg, sum (and lp with p_value=2) over 1-D (NCW) or 2-D (NCHW) windows.
+
+MXNet 1.9.1 semantics: output size floor((x + 2p - k) / s) + 1 ('valid') or ceil(...) + 1 ('full'); each
+window [o*s - p, o*s - p + k) is clipped to [-p, x + p) and then to the input. avg divides by the first
+(count_include_pad, the default) or the second window size; max starts from the lowest float. global_pool
+pools the whole plane, ignoring kernel/stride/pad/convention. 'same' is rejected: MXNet 1.9.1 crashes on it.
+
+Outputs: MXNet's oneDNN build lists max pooling (1-D..3-D kernel, channel-first) with a second, hidden
+output (its workspace), and node_row_ptr in the JSON counts it; mxcc keeps the count and never stores it.
+Lowered to kernels/pool2d.c.j2: one loop nest over (N*C planes, OH, OW, window), parallel over planes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil, prod
+from typing import Literal, Optional
+
+import numpy as np
+
+from mxcc.ops import register
+from mxcc.ops._spatial import CHANNEL_FIRST, LAYOUTS, check_layout, spatial
+from mxcc.ops.base import Fusion, OpDef, c_float
+
+PARALLEL_MIN_ELEMENTS = 1 << 15
+
+
+@dataclass(frozen=True)
+class PoolAttrs:
+    kernel: tuple[int, ...] = ()
+    pool_type: Literal["max", "avg", "sum", "lp"] = "max"
+    global_pool: bool = False
+    pooling_convention: Literal["valid", "full", "same"] = "valid"
+    stride: tuple[int, ...] = ()
+    pad: tuple[int, ...] = ()
+    p_value: Optional[int] = None
+    count_include_pad: Optional[bool] = None
+    layout: Optional[Literal[LAYOUTS]] = None
+
+    IGNORED = ("cudnn_off",)
+
+    def __post_init__(self):
+        if self.pooling_convention == "same":
+            raise ValueError("pooling_convention='same' is not supported (MXNet 1.9.1 itself fails on it: "
+                             "'Check failed: i >= 0 && i < ndim()'); use 'valid' or 'full' with a pad")
+        if self.pool_type == "lp" and self.p_value != 2:
+            raise ValueError(f"pool_type='lp' is supported with p_value=2 only, got p_value={self.p_value}")
+        nsp = len(self.kernel)
+        if not self.global_pool and nsp == 0:
+            raise ValueError("kernel is required unless global_pool=True")
+        if nsp > 2 and not self.global_pool:
+            raise ValueError(f"kernel={self.kernel}: 3-D pooling is not supported (1-D and 2-D only)")
+        if any(k <= 0 for k in self.kernel):
+            raise ValueError(f"kernel={self.kernel} must be positive")
+        if nsp and not self.global_pool:
+            for what, v, lo in (("stride", self.stride, 1), ("pad", self.pad, 0)):
+                if any(x < lo for x in spatial(v, nsp, lo, what)):
+                    raise ValueError(f"{what}={v} must be >= {lo}")
+        if nsp:
+            check_layout(self.layout, nsp)
+
+
+def _outputs(a: PoolAttrs):
+    """MXNet's GetNumOutputs (oneDNN build): max pooling that oneDNN supports has a workspace output."""
+    two = a.pool_type == "max" and 1 <= len(a.kernel) <= 3 and a.layout in (None, "NCW", "NCHW", "NCDHW")
+    return ("output", "workspace") if two else ("output",)
+
+
+def window(a: PoolAttrs, x: tuple):
+    """(kernel, stride, pad, out) per spatial axis of data shape x."""
+    nsp = len(x) - 2
+    if a.global_pool:
+        return tuple(x[2:]), (1,) * nsp, (0,) * nsp, (1,) * nsp
+    k, s, p = a.kernel, spatial(a.stride, nsp, 1, "stride"), spatial(a.pad, nsp, 0, "pad")
+    if a.pooling_convention == "full":
+        out = tuple(1 + ceil((x[2 + i] + 2 * p[i] - k[i]) / s[i]) for i in range(nsp))
+    else:
+        out = tuple(1 + (x[2 + i] + 2 * p[i] - k[i]) // s[i] for i in range(nsp))
+    return k, s, p, out
+
+
+def _infer(a: PoolAttrs, s):
+    x = s.known("data")
+    nsp = len(x) - 2
+    if nsp not in (1, 2):
+        s.fail(f"input 'data' has shape {x}: pooling needs 3-D (NCW) or 4-D (NCHW) data", input="data")
+    if a.kernel and len(a.kernel) != nsp and not a.global_pool:
+        s.fail(f"kernel {a.kernel} has {len(a.kernel)} dimensions, data {x} has {nsp} spatial ones", input="data")
+    if a.layout is not None and a.layout != CHANNEL_FIRST[nsp]:
+        s.fail(f"layout={a.layout!r} does not match {nsp}-D data {x} ({CHANNEL_FIRST[nsp]} expected)")
+    k, st, p, out = window(a, x)
+    for i in range(nsp):
+        if k[i] > x[2 + i] + 2 * p[i]:
+            s.fail(f"kernel {k} is larger than the padded input {x[2 + i]} + 2*{p[i]} along spatial axis {i}",
+                   input="data")
+    y = (*x[:2], *out)
+    return [y, y] if len(_outputs(a)) == 2 else [y]
+
+
+def _flops(a: PoolAttrs, ins, outs):
+    k, _, _, _ = window(a, ins[0].shape)
+    return prod(outs[0].shape) * prod(k)
+
+
+def _hw(t: tuple, fill: int) -> tuple:
+    """Spatial tuple -> (h, w); 1-D pooling runs as a 1 x W plane."""
+    return (fill,) * (2 - len(t)) + tuple(t)
+
+
+def _lower(a: PoolAttrs, k):
+    x, y = k.in_type("data").shape, k.out_type(0).shape
+    kern, st, p, out = window(a, x)
+    (h, w), (oh, ow) = _hw(x[2:], 1), _hw(out, 1)
+    (kh, kw), (sh, sw), (ph, pw) = _hw(kern, 1), _hw(st, 1), _hw(p, 0)
+    planes = x[0] * x[1]
+    reduce = {"max": "max", "avg": "sum", "sum": "sum", "lp": "lp2"}[a.pool_type]
+    divisor = "none"
+    if a.pool_type == "avg":
+        divisor = "valid" if a.count_include_pad is False else "window"
+    conv = "global" if a.global_pool else a.pooling_convention
+    return "kernels/pool2d.c.j2", dict(
+        what=f"{a.pool_type} pooling {kern} stride {st} pad {p} ({conv}"
+             f"{', count_include_pad' if divisor == 'window' else ''}): {planes} planes {x[2:]} -> {out}",
+        reduce=reduce, divisor=divisor, lowest=c_float(np.finfo(np.float32).min),
+        planes=planes, h=h, w=w, hw=h * w, hp=h + ph, wp=w + pw, oh=oh, ow=ow, ohw=oh * ow,
+        kh=kh, kw=kw, sh=sh, sw=sw, ph=ph, pw=pw,
+        parallel=planes * oh * ow * kh * kw >= PARALLEL_MIN_ELEMENTS and planes > 1,
+    )
+
+
+POOLING = register(OpDef(
+    name="Pooling", attrs=PoolAttrs, inputs=lambda a: ("data",), infer=_infer, fusion=Fusion.OPAQUE,
+    flops=_flops, lower=_lower, output_names=_outputs, hidden_outputs=lambda a: len(_outputs(a)) - 1,
+    doc=__doc__))

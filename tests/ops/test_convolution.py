@@ -1,0 +1,169 @@
+"""Convolution compiled to C against a float64 numpy reference (written here: padded input, one einsum per
+kernel offset and group), over every path the lowering picks (im2col + GEMM, 1x1 GEMM, depthwise direct,
+grouped), 1-D/2-D/3-D, odd sizes, strides, pads (also wider than half the kernel), dilation, no_bias,
+fused activations and residual adds, batch 1 and 3. Shape rules are checked against the shapes MXNet 1.9.1 reported for
+its own cases (tests/data/ops/manifest.json).
+
+Tolerance: each output is a float32 sum of K = C/groups * prod(kernel) products (FMA-contracted, blocked),
+so the error is ~sqrt(K) * u * (sum |w||x|); we allow 1e-6 * sqrt(K) of max|ref| (u = 6e-8, and |w||x|
+sums stay within a few max|ref| for these random, 1/sqrt(K)-scaled weights). An indexing bug is O(1).
+"""
+import json
+import re
+
+import numpy as np
+import pytest
+
+import mxcc
+from mxcc import sym
+from mxcc.errors import AttrError, ShapeError
+from mxcc_testing import DATA, needs_gcc, rel_err
+
+# name -> (input, attrs, activation or None, path the lowering must choose); RESIDUAL: + another tensor
+CASES = {
+    "c3p1_relu": ("data", dict(kernel=(3, 3), pad=(1, 1), num_filter=8), "relu", "im2col"),
+    "c3s2_nobias": ("data", dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=5, no_bias=True), None, "im2col"),
+    "c3d2p2": ("data", dict(kernel=(3, 3), dilate=(2, 2), pad=(2, 2), num_filter=4), None, "im2col"),
+    "c5s2p2": ("data", dict(kernel=(5, 5), stride=(2, 2), pad=(2, 2), num_filter=3), "tanh", "im2col"),
+    "c31_s21": ("data", dict(kernel=(3, 1), stride=(2, 1), pad=(1, 0), num_filter=4), None, "im2col"),
+    "c3p3_widepad": ("data", dict(kernel=(3, 3), pad=(3, 3), num_filter=2), None, "im2col"),
+    "c_whole": ("data", dict(kernel=(9, 11), num_filter=3), None, "im2col"),
+    "c1_relu": ("data", dict(kernel=(1, 1), num_filter=7), "relu", "gemm"),
+    "c1s2": ("data", dict(kernel=(1, 1), stride=(2, 2), num_filter=4, no_bias=True), None, "im2col"),
+    "g2_relu": ("data", dict(kernel=(3, 3), pad=(1, 1), num_group=2, num_filter=4), "relu", "im2col"),
+    "g3_1x1": ("data", dict(kernel=(1, 1), num_group=3, num_filter=6), "sigmoid", "gemm"),
+    "dw3_relu": ("data", dict(kernel=(3, 3), pad=(1, 1), num_group=6, num_filter=6), "relu", "depthwise"),
+    "dw3s2_nobias": ("data", dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_group=6, num_filter=6,
+                                  no_bias=True), "softrelu", "depthwise"),
+    "dw5d2": ("data", dict(kernel=(5, 5), dilate=(2, 2), pad=(4, 4), num_group=6, num_filter=6), None, "depthwise"),
+    "dw_mult2": ("data", dict(kernel=(3, 3), pad=(1, 1), num_group=6, num_filter=12), None, "im2col"),
+    "c1d_k3s2": ("data1d", dict(kernel=(3,), stride=(2,), pad=(1,), num_filter=5), None, "im2col"),
+    "c1d_k1": ("data1d", dict(kernel=(1,), num_filter=3), "relu", "gemm"),
+    "c1d_dw5": ("data1d", dict(kernel=(5,), pad=(2,), num_group=4, num_filter=4), "relu", "depthwise"),
+    "c3d_k3p1": ("data3d", dict(kernel=(3, 3, 3), pad=(1, 1, 1), num_filter=3), None, "im2col"),
+    "c3d_g2s2": ("data3d", dict(kernel=(1, 3, 3), stride=(1, 2, 2), num_group=2, num_filter=4), "relu", "im2col"),
+}
+SHAPES = {"data": (6, 9, 11), "data1d": (4, 13), "data3d": (2, 4, 5, 5)}
+RESIDUAL = {"c3p1_relu", "g3_1x1", "dw3_relu", "c1d_k3s2"}     # conv + elemwise_add (+ act), fused
+ACTS = {"relu": lambda v: np.maximum(v, 0), "tanh": np.tanh, "sigmoid": lambda v: 1 / (1 + np.exp(-v)),
+        "softrelu": lambda v: np.log1p(np.exp(v))}
+
+
+def conv_ref(x, w, b, stride, pad, dilate, groups):
+    """float64 cross-correlation, NC + spatial, MXNet's weight layout (O, C/groups, *kernel)."""
+    nsp = x.ndim - 2
+    n, c = x.shape[:2]
+    o, k = w.shape[0], w.shape[2:]
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in pad])
+    out_sp = [(xp.shape[2 + i] - dilate[i] * (k[i] - 1) - 1) // stride[i] + 1 for i in range(nsp)]
+    out = np.zeros((n, o, *out_sp))
+    cg, og = c // groups, o // groups
+    for g in range(groups):
+        for off in np.ndindex(*k):
+            win = tuple(slice(off[i] * dilate[i], off[i] * dilate[i] + (out_sp[i] - 1) * stride[i] + 1, stride[i])
+                        for i in range(nsp))
+            patch = xp[(slice(None), slice(g * cg, (g + 1) * cg)) + win]
+            wk = w[(slice(g * og, (g + 1) * og), slice(None)) + off]
+            out[:, g * og:(g + 1) * og] += np.einsum("nc...,oc->no...", patch, wk)
+    if b is not None:
+        out += b.reshape((1, o) + (1,) * nsp)
+    return out
+
+
+def _network():
+    ins = {name: sym.var(name) for name in SHAPES}
+    outs = []
+    for name, (inp, at, act, _) in CASES.items():
+        y = sym.Convolution(ins[inp], name=name, **at)
+        if name in RESIDUAL:
+            y = y + sym.var(f"{name}_res")
+        outs.append(sym.Activation(y, act_type=act, name=f"{name}_act") if act else y)
+    return sym.Group(outs)
+
+
+def _params(rng, batch):
+    params, refs = {}, {}
+    xs = {name: rng.standard_normal((batch, *s)).astype(np.float32) for name, s in SHAPES.items()}
+    for name, (inp, at, act, _) in CASES.items():
+        x = xs[inp]
+        g = at.get("num_group", 1)
+        kshape = (at["num_filter"], x.shape[1] // g, *at["kernel"])
+        w = (rng.standard_normal(kshape) / np.sqrt(np.prod(kshape[1:]))).astype(np.float32)
+        params[f"{name}_weight"] = w
+        b = None
+        if not at.get("no_bias", False):
+            b = rng.standard_normal(at["num_filter"]).astype(np.float32)
+            params[f"{name}_bias"] = b
+        nsp = len(at["kernel"])
+        ref = conv_ref(x.astype(np.float64), w.astype(np.float64), None if b is None else b.astype(np.float64),
+                       at.get("stride", (1,) * nsp), at.get("pad", (0,) * nsp), at.get("dilate", (1,) * nsp), g)
+        if name in RESIDUAL:
+            xs[f"{name}_res"] = rng.standard_normal(ref.shape).astype(np.float32)
+            ref = ref + xs[f"{name}_res"]
+        refs[name] = (ACTS[act](ref) if act else ref, int(np.prod(kshape[1:])))
+    return xs, params, refs
+
+
+@needs_gcc
+@pytest.mark.parametrize("batch, fuse", [(1, False), (3, True)])
+def test_convolutions_match_numpy(batch, fuse, rng, tmp_path):
+    xs, params, refs = _params(rng, batch)
+    m = mxcc.compile(_network(), {k: v.shape for k, v in xs.items()}, params, fuse=fuse, out_dir=tmp_path)
+    outs = m.forward(**xs)
+    for (name, (ref, k)), out in zip(refs.items(), outs):
+        assert out.shape == ref.shape, name
+        assert rel_err(out, ref) <= 1e-6 * np.sqrt(k) + 1e-7, name
+    if fuse:
+        _check_paths((tmp_path / "net.c").read_text())
+
+
+def _check_paths(c_text: str):
+    """Each layer's C function calls the kernels of the path its shape calls for (and the residual add and
+    the activation run in the epilogue: no separate kernels for them when fused)."""
+    bodies = dict(re.findall(r"static MXCC_NOINLINE void net_(\w+)\(mxcc_ctx \*ctx\)\n\{(.*?)\n\}\n", c_text, re.S))
+    for name, (_, _, act, path) in CASES.items():
+        body = bodies[name]
+        assert ("mxcc_conv_depthwise_f32(" in body) == (path == "depthwise"), name
+        assert ("mxcc_im2col_f32(" in body) == (path == "im2col"), name
+        assert ("mxcc_gemm_f32(" in body) == (path != "depthwise"), name
+        if act:
+            assert f"MXCC_ACT_{act.upper()}" in body and f"{name}_act" not in bodies, name
+        assert (".residual = residual + (long)n * " in body) == (name in RESIDUAL), name
+
+
+# ---- shape rules ------------------------------------------------------------------------------------------
+
+MANIFEST = json.loads((DATA / "ops" / "manifest.json").read_text())["cases"]
+
+
+@pytest.mark.parametrize("case", [c for c, v in MANIFEST.items() if v["op"] == "Convolution"])
+def test_shape_rule_answers_what_mxnet_answered(case):
+    info = MANIFEST[case]
+    net = sym.load(str(DATA / "ops" / "cases" / f"{case}-symbol.json"))
+    args, outs, _ = net.infer_shape(data=tuple(info["arguments"]["data"]))
+    assert dict(zip(net.list_arguments(), map(list, args))) == info["arguments"]
+    assert [list(s) for s in outs] == list(info["outputs"].values())
+
+
+def test_shape_and_attribute_errors():
+    d = sym.var("data")
+    with pytest.raises(ShapeError, match=r"c \(Convolution\): input 'data' has 7 channels, not a multiple of num_group=2"):
+        sym.Convolution(d, kernel=(3, 3), num_filter=4, num_group=2, name="c").infer_shape(data=(1, 7, 5, 5))
+    with pytest.raises(ShapeError, match="larger than the padded input 3"):
+        sym.Convolution(d, kernel=(5, 5), num_filter=4, name="c").infer_shape(data=(1, 2, 3, 8))
+    with pytest.raises(ShapeError, match="needs 4-D data"):
+        sym.Convolution(d, kernel=(3, 3), num_filter=4, name="c").infer_shape(data=(1, 2, 8))
+    with pytest.raises(ShapeError, match=r"input 'weight' has shape \(4, 2, 3, 3\), expected \(4, 3, 3, 3\)"):
+        sym.Convolution(d, kernel=(3, 3), num_filter=4, name="c").infer_shape(data=(1, 3, 8, 8), c_weight=(4, 2, 3, 3))
+    with pytest.raises(AttrError, match="layout='NHWC' is not supported"):
+        sym.Convolution(d, kernel=(3, 3), num_filter=4, layout="NHWC")
+    with pytest.raises(AttrError, match="multiple of num_group"):
+        sym.Convolution(d, kernel=(3, 3), num_filter=5, num_group=2)
+    with pytest.raises(AttrError, match="stride=.* has 1 dimensions, the kernel has 2"):
+        sym.Convolution(d, kernel=(3, 3), num_filter=4, stride=(2,))
+    with pytest.raises(AttrError, match="required attribute 'num_filter'"):
+        sym.Convolution(d, kernel=(3, 3))
+    # accepted and irrelevant on a CPU: cuDNN/workspace tuning, the default layout
+    net = sym.Convolution(d, kernel=(3, 3), num_filter=4, workspace=512, cudnn_tune="fastest", cudnn_off=True,
+                          layout="NCHW", name="c")
+    assert net.infer_shape(data=(2, 3, 8, 8))[1] == [(2, 4, 6, 6)]

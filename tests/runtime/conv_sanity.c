@@ -1,0 +1,119 @@
+/* conv_sanity: random convolution geometries, every fast routine of runtime_c/conv/ against its reference
+ * twin, for sanitizer builds.
+ *
+ * tests/runtime/test_conv.py compiles this with runtime_c/conv/conv2d_f32.c under
+ * -fsanitize=address,undefined -fno-sanitize-recover=all -fopenmp and runs it: an out-of-bounds access
+ * (im2col reading outside the image at a padded edge, col2im or the depthwise kernel writing past a row)
+ * or undefined behaviour aborts the run; a mismatch exits 1. Every buffer is its own exact-size heap block
+ * so ASan sees the true bounds. Geometries include pads wider than the kernel, strides larger than the
+ * kernel, dilation, and 1-D/2-D/3-D shapes.
+ *
+ * usage: conv_sanity [n_problems] [seed]
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "conv/mxcc_conv.h"
+
+static unsigned long long next_u64(unsigned long long *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ULL;
+}
+static int rand_int(unsigned long long *s, int lo, int hi) { return lo + (int)(next_u64(s) % (unsigned)(hi - lo + 1)); }
+static float rand_float(unsigned long long *s) { return (float)(next_u64(s) >> 40) / (float)(1 << 24) * 2.0f - 1.0f; }
+
+static float *rand_buf(unsigned long long *s, long n)
+{
+    float *x = malloc((size_t)n * sizeof(float) + 1);   /* exact size: ASan guards the end */
+    for (long i = 0; i < n; i++) x[i] = rand_float(s);
+    return x;
+}
+
+static int close_enough(const float *a, const float *b, long n, float tol, const char *what)
+{
+    for (long i = 0; i < n; i++)
+        if (!(fabsf(a[i] - b[i]) <= tol * (1.0f + fabsf(b[i])))) {
+            fprintf(stderr, "%s: element %ld: %g vs reference %g\n", what, i, a[i], b[i]);
+            return 0;
+        }
+    return 1;
+}
+
+/* A random geometry of 1..3 spatial dimensions whose output is non-empty. */
+static mxcc_conv_geom random_geom(unsigned long long *s, int nsp)
+{
+    mxcc_conv_geom g;
+    g.channels = rand_int(s, 1, 4);
+    for (int i = 0; i < 3; i++) {
+        const int used = i >= 3 - nsp;
+        g.in[i] = used ? rand_int(s, 1, 9) : 1;
+        g.k[i] = used ? rand_int(s, 1, 4) : 1;
+        g.stride[i] = used ? rand_int(s, 1, 3) : 1;
+        g.dilate[i] = used ? rand_int(s, 1, 2) : 1;
+        g.pad[i] = used ? rand_int(s, 0, 4) : 0;
+        int ext = g.dilate[i] * (g.k[i] - 1) + 1;
+        while (ext > g.in[i] + 2 * g.pad[i]) {   /* make the output non-empty */
+            g.pad[i]++;
+        }
+        g.out[i] = (g.in[i] + 2 * g.pad[i] - ext) / g.stride[i] + 1;
+    }
+    return g;
+}
+
+static int check_one(unsigned long long *s)
+{
+    const int nsp = rand_int(s, 1, 3);
+    mxcc_conv_geom g = random_geom(s, nsp);
+    const long img = (long)g.channels * g.in[0] * g.in[1] * g.in[2];
+    const long ocols = (long)g.out[0] * g.out[1] * g.out[2];
+    const long rows = (long)g.channels * g.k[0] * g.k[1] * g.k[2];
+    int ok = 1;
+
+    float *x = rand_buf(s, img), *col = rand_buf(s, rows * ocols), *col_ref = rand_buf(s, rows * ocols);
+    mxcc_im2col_f32(&g, x, col, 1);
+    mxcc_im2col_f32_ref(&g, x, col_ref, 0);
+    ok &= close_enough(col, col_ref, rows * ocols, 0.0f, "im2col");
+
+    float *y = rand_buf(s, img), *y_ref = rand_buf(s, img);
+    mxcc_col2im_f32(&g, col, y, 1);
+    mxcc_col2im_f32_ref(&g, col, y_ref, 0);
+    ok &= close_enough(y, y_ref, img, 1e-5f, "col2im");
+
+    if (nsp <= 2) {
+        const int batch = rand_int(s, 1, 2);
+        const long kk = (long)g.k[1] * g.k[2];
+        float *xb = rand_buf(s, batch * img), *w = rand_buf(s, g.channels * kk);
+        float *bias = rand_buf(s, g.channels), *scale = rand_buf(s, g.channels), *shift = rand_buf(s, g.channels);
+        float *o = rand_buf(s, batch * (long)g.channels * ocols), *o_ref = rand_buf(s, batch * (long)g.channels * ocols);
+        mxcc_epilogue ep = {.bias = rand_int(s, 0, 1) ? bias : NULL, .scale = rand_int(s, 0, 1) ? scale : NULL,
+                            .shift = rand_int(s, 0, 1) ? shift : NULL, .per_row = 1,
+                            .act = (mxcc_act)rand_int(s, MXCC_ACT_NONE, MXCC_ACT_CLIP), .alpha = 0.1f,
+                            .lo = -0.5f, .hi = 0.5f};
+        const mxcc_epilogue *pe = rand_int(s, 0, 3) ? &ep : NULL;
+        mxcc_conv_depthwise_f32(&g, batch, xb, w, pe, o, 1);
+        mxcc_conv_depthwise_f32_ref(&g, batch, xb, w, pe, o_ref, 0);
+        ok &= close_enough(o, o_ref, batch * (long)g.channels * ocols, 1e-5f, "depthwise");
+        free(xb); free(w); free(bias); free(scale); free(shift); free(o); free(o_ref);
+    }
+    if (!ok)
+        fprintf(stderr, "geometry: C=%d in=(%d,%d,%d) k=(%d,%d,%d) s=(%d,%d,%d) p=(%d,%d,%d) d=(%d,%d,%d)\n",
+                g.channels, g.in[0], g.in[1], g.in[2], g.k[0], g.k[1], g.k[2], g.stride[0], g.stride[1],
+                g.stride[2], g.pad[0], g.pad[1], g.pad[2], g.dilate[0], g.dilate[1], g.dilate[2]);
+    free(x); free(col); free(col_ref); free(y); free(y_ref);
+    return ok;
+}
+
+int main(int argc, char **argv)
+{
+    const int n = argc > 1 ? atoi(argv[1]) : 200;
+    unsigned long long seed = argc > 2 ? strtoull(argv[2], NULL, 10) : 88172645463325252ULL;
+    int failures = 0;
+    for (int i = 0; i < n; i++)
+        failures += !check_one(&seed);
+    printf("conv_sanity: %d problems, %d failures\n", n, failures);
+    return failures ? 1 : 0;
+}

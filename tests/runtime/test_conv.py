@@ -1,0 +1,181 @@
+"""runtime_c/conv/: im2col, col2im and the depthwise kernel against their reference twins and against
+numpy, on an edge matrix (1-D/2-D/3-D, stride > kernel, pad > kernel, dilation, 1-pixel images), with 1 and
+2 threads; and a sanitizer build of a C driver (tests/runtime/conv_sanity.c) on random geometries.
+
+Tolerances. im2col copies values: exact. col2im sums at most prod(kernel) columns per pixel in a fixed
+order in both versions: the fast one equals the reference bit for bit; against numpy (float64) 1e-6 of
+the scale. The depthwise kernel sums KH*KW products (FMA-contracted or not): 1e-6 * sqrt(K) of max|ref|.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNTIME = ROOT / "runtime_c"
+CC = os.environ.get("CC", "gcc")
+CFLAGS = ["-O3", "-march=native", "-fopenmp", "-g", "-fno-omit-frame-pointer", "-std=gnu11"]
+
+
+def _cdef() -> str:
+    """The types of mxcc_gemm.h the conv API uses, and mxcc_conv.h's declarations (no inline helper)."""
+    gemm = (RUNTIME / "gemm" / "mxcc_gemm.h").read_text()
+    types = re.findall(r"typedef (?:enum|struct) \w+ \{.*?\} \w+;", gemm, re.S)
+    conv = (RUNTIME / "conv" / "mxcc_conv.h").read_text()
+    conv = re.sub(r"/\*.*?\*/", "", conv, flags=re.S)
+    conv = re.sub(r"static inline.*?\n\}\n", "", conv, flags=re.S)
+    decls = [ln for ln in conv.splitlines() if ln.strip() and not ln.lstrip().startswith("#")
+             and "extern" not in ln and ln.strip() != "}"]
+    return "\n".join(types) + "\n" + "\n".join(decls) + "\nvoid omp_set_num_threads(int);\nint omp_get_max_threads(void);\n"
+
+
+@pytest.fixture(scope="module")
+def conv(tmp_path_factory):
+    if shutil.which(CC) is None:
+        pytest.skip(f"no C compiler ({CC}) on PATH")
+    cffi = pytest.importorskip("cffi")
+    import importlib.util
+    ffi = cffi.FFI()
+    ffi.cdef(_cdef())
+    ffi.set_source("_mxcc_conv_test", '#include <omp.h>\n#include "conv/mxcc_conv.h"\n',
+                   sources=[str(RUNTIME / "conv" / "conv2d_f32.c")], include_dirs=[str(RUNTIME)],
+                   extra_compile_args=CFLAGS, extra_link_args=["-fopenmp"], libraries=["m"])
+    so = ffi.compile(tmpdir=str(tmp_path_factory.mktemp("conv_build")))
+    spec = importlib.util.spec_from_file_location("_mxcc_conv_test", so)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.ffi, mod.lib
+
+
+@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
+def threads(request, conv):
+    _, lib = conv
+    before = lib.omp_get_max_threads()
+    lib.omp_set_num_threads(request.param)
+    yield request.param
+    lib.omp_set_num_threads(before)
+
+
+def _geom(ffi, c, size, k, s, p, d):
+    """A mxcc_conv_geom for spatial tuples of length 1-3 (leading dimensions 1, as the compiler writes)."""
+    pad3 = lambda t, f: (f,) * (3 - len(t)) + tuple(t)   # noqa: E731
+    out = tuple((size[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(len(size)))
+    g = ffi.new("mxcc_conv_geom *", dict(channels=c, **{"in": pad3(size, 1)}, out=pad3(out, 1), k=pad3(k, 1),
+                                         stride=pad3(s, 1), pad=pad3(p, 0), dilate=pad3(d, 1)))
+    return g, out
+
+
+def _f(ffi, a):
+    return ffi.from_buffer("float[]", a)
+
+
+def im2col_np(x, k, s, p, d, out):
+    """x (C, *size) -> (C * prod(k), prod(out)) in float64: rows (c, offsets), columns output positions."""
+    xp = np.pad(x, [(0, 0)] + [(v, v) for v in p])
+    rows = []
+    for c in range(x.shape[0]):
+        for off in np.ndindex(*k):
+            win = tuple(slice(off[i] * d[i], off[i] * d[i] + (out[i] - 1) * s[i] + 1, s[i]) for i in range(len(k)))
+            rows.append(xp[c][win].reshape(-1))
+    return np.stack(rows)
+
+
+# (channels, size, kernel, stride, pad, dilate): 1-D, 2-D, 3-D; stride > kernel; pad > kernel; 1-pixel input
+GEOMETRIES = [
+    (3, (7, 9), (3, 3), (1, 1), (1, 1), (1, 1)),
+    (2, (8, 8), (3, 3), (2, 2), (1, 1), (1, 1)),
+    (2, (9, 7), (5, 3), (3, 2), (2, 0), (1, 2)),
+    (1, (5, 6), (2, 2), (3, 3), (0, 0), (1, 1)),       # stride > kernel: skipped pixels
+    (2, (4, 5), (3, 3), (1, 2), (4, 4), (1, 1)),       # pad > kernel: rows entirely in the padding
+    (1, (1, 1), (1, 1), (1, 1), (0, 0), (1, 1)),
+    (3, (6, 6), (3, 3), (1, 1), (2, 2), (2, 2)),
+    (2, (11,), (3,), (2,), (1,), (1,)),
+    (1, (4, 5, 5), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1)),
+    (2, (3, 6, 7), (2, 3, 1), (2, 1, 3), (0, 2, 1), (1, 2, 1)),
+]
+
+
+@pytest.mark.parametrize("geo", GEOMETRIES, ids=lambda g: f"c{g[0]}_{'x'.join(map(str, g[1]))}_k{g[2]}s{g[3]}p{g[4]}d{g[5]}")
+def test_im2col_and_col2im(conv, threads, geo):
+    ffi, lib = conv
+    c, size, k, s, p, d = geo
+    g, out = _geom(ffi, c, size, k, s, p, d)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((c, *size)).astype(np.float32)
+    want = im2col_np(x.astype(np.float64), k, s, p, d, out)
+    for fn in (lib.mxcc_im2col_f32, lib.mxcc_im2col_f32_ref):
+        col = np.full(want.shape, np.nan, np.float32)         # every element must be written
+        fn(g, _f(ffi, x), _f(ffi, col), 1)
+        np.testing.assert_array_equal(col, want.astype(np.float32), err_msg=str(fn))
+    # col2im is the adjoint of im2col: <im2col(x), cols> == <x, col2im(cols)>
+    cols = rng.standard_normal(want.shape).astype(np.float32)
+    ys = []
+    for fn in (lib.mxcc_col2im_f32, lib.mxcc_col2im_f32_ref):
+        y = np.full(x.shape, np.nan, np.float32)              # overwritten, not accumulated into
+        fn(g, _f(ffi, cols), _f(ffi, y), 1)
+        ys.append(y)
+    np.testing.assert_array_equal(ys[0], ys[1])
+    lhs = float(np.sum(want * cols.astype(np.float64)))
+    rhs = float(np.sum(x.astype(np.float64) * ys[0].astype(np.float64)))
+    assert abs(lhs - rhs) <= 1e-6 * np.sum(np.abs(want) * np.abs(cols)) + 1e-12
+
+
+ACT = {"NONE": lambda v: v, "RELU": lambda v: np.maximum(v, 0), "SIGMOID": lambda v: 1 / (1 + np.exp(-v)),
+       "TANH": np.tanh, "SOFTRELU": lambda v: np.log1p(np.exp(v)), "SOFTSIGN": lambda v: v / (1 + np.abs(v)),
+       "LEAKY": lambda v: np.where(v > 0, v, 0.1 * v), "CLIP": lambda v: np.clip(v, -0.5, 0.5)}
+
+
+@pytest.mark.parametrize("geo", [g for g in GEOMETRIES if len(g[1]) <= 2],
+                         ids=lambda g: f"c{g[0]}_{'x'.join(map(str, g[1]))}_k{g[2]}s{g[3]}p{g[4]}d{g[5]}")
+@pytest.mark.parametrize("act, parts", [("NONE", ()), ("RELU", ("bias",)), ("TANH", ("scale", "shift", "bias")),
+                                        ("LEAKY", ("shift",)), ("CLIP", ("scale",)), ("SOFTRELU", ("bias",))])
+def test_depthwise_against_numpy_and_reference(conv, threads, geo, act, parts):
+    ffi, lib = conv
+    c, size, k, s, p, d = geo
+    g, out = _geom(ffi, c, size, k, s, p, d)
+    rng = np.random.default_rng(4)
+    batch = 2
+    x = rng.standard_normal((batch, c, *size)).astype(np.float32)
+    w = rng.standard_normal((c, *k)).astype(np.float32)
+    vec = {name: rng.standard_normal(c).astype(np.float32) for name in ("scale", "shift", "bias")}
+    ref = np.stack([np.stack([(im2col_np(x[n, ci:ci + 1].astype(np.float64), k, s, p, d, out).T @
+                               w[ci].reshape(-1).astype(np.float64)).reshape(out) for ci in range(c)])
+                    for n in range(batch)])
+    shape = (1, c) + (1,) * len(size)
+    for name in ("scale", "shift", "bias"):          # the epilogue order of mxcc_gemm.h
+        if name in parts:
+            ref = ref * vec[name].reshape(shape) if name == "scale" else ref + vec[name].reshape(shape)
+    ref = ACT[act](ref)
+    ep = ffi.new("mxcc_epilogue *", dict(per_row=1, act=getattr(lib, f"MXCC_ACT_{act}"), alpha=0.1, lo=-0.5, hi=0.5,
+                                         **{n: _f(ffi, vec[n]) for n in parts}))
+    outs = []
+    for fn in (lib.mxcc_conv_depthwise_f32, lib.mxcc_conv_depthwise_f32_ref):
+        y = np.full(ref.shape, np.nan, np.float32)
+        fn(g, batch, _f(ffi, x), _f(ffi, w), ep if (parts or act != "NONE") else ffi.NULL, _f(ffi, y), 1)
+        scale = max(float(np.max(np.abs(ref))), 1e-30)
+        assert np.max(np.abs(y - ref)) <= 1e-6 * np.sqrt(np.prod(k)) * scale + 1e-7, str(fn)
+        outs.append(y)
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-6, atol=1e-6)
+
+
+def test_conv_runtime_under_address_and_undefined_sanitizers(tmp_path):
+    if shutil.which(CC) is None:
+        pytest.skip(f"no C compiler ({CC}) on PATH")
+    exe = tmp_path / "conv_sanity"
+    cmd = [CC, "-O1", "-g", "-march=native", "-std=gnu11", "-fopenmp", "-fno-omit-frame-pointer",
+           "-fsanitize=address,undefined", "-fno-sanitize-recover=all", f"-I{RUNTIME}",
+           str(Path(__file__).with_name("conv_sanity.c")), str(RUNTIME / "conv" / "conv2d_f32.c"), "-lm", "-o", str(exe)]
+    build = subprocess.run(cmd, capture_output=True, text=True)
+    if build.returncode != 0 and ("asan" in build.stderr or "ubsan" in build.stderr):
+        pytest.skip(f"sanitizer runtime not installed: {build.stderr.strip()[-300:]}")
+    assert build.returncode == 0, build.stderr
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1",
+               OMP_NUM_THREADS="2")
+    run = subprocess.run([str(exe), "250"], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
