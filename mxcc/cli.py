@@ -3,6 +3,7 @@
     mxcc compile NET.json --shape data=1,784 [--params FILE] [-o DIR] [--name NAME] [--no-fuse] [--no-plan]
     mxcc inspect NET.json --shape data=1,784 [--no-fuse] [--no-plan] [--json]
     mxcc run DIR --input data=x.npy [--input ...] [--output out.npz]
+    mxcc perf DIR [--iters N | --seconds S] [--threads T] [--call-graph fp|dwarf] [-o OUT] [--stat] [--py]
 """
 from __future__ import annotations
 
@@ -65,6 +66,20 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--output", help="write the outputs to this .npz (default: print them)")
     r.add_argument("--threads", type=int, default=None)
     r.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+    f = sub.add_parser("perf", help="profile the compiled network's benchmark with perf: flame graph, time per layer")
+    f.add_argument("dir", help="directory written by `mxcc compile`")
+    n = f.add_mutually_exclusive_group()
+    n.add_argument("--iters", type=int, help="run this many forwards")
+    n.add_argument("--seconds", type=float, help="run forwards for this long (default: 2)")
+    f.add_argument("--threads", type=int, default=0, help="OpenMP threads (default: all cores)")
+    f.add_argument("--call-graph", choices=("fp", "dwarf"), default=None,
+                   help="stack unwinding: frame pointers (small; default when the build has profiler call sites) "
+                        "or DWARF (complete through libgomp, larger)")
+    f.add_argument("-o", "--out", help="output directory (default: DIR/perf)")
+    f.add_argument("--stat", action="store_true", help="perf stat summary: time, task-clock, faults, counters")
+    f.add_argument("--py", action="store_true", help="sample a Python process calling the module (py-spy)")
+    f.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return p
 
 
@@ -162,10 +177,15 @@ def _run(args) -> int:
     return 0
 
 
+def _perf(args) -> int:
+    from mxcc.perf import main as perf_main
+    return perf_main(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"compile": _compile, "inspect": _inspect, "run": _run}[args.cmd](args)
+        return {"compile": _compile, "inspect": _inspect, "run": _run, "perf": _perf}[args.cmd](args)
     except MxccError as e:
         if args.debug:
             raise
