@@ -119,22 +119,24 @@ def _mib(n: int) -> str:
 
 def format_plan(plan: dict) -> str:
     """The human-readable `mxcc inspect` report."""
-    rows = [("kernel", "members (ops)", "output shape", "MFLOP", "bytes", "where", "live")]
+    rows = [("kernel", "members", "ops", "output shape", "MFLOP", "bytes", "where", "live")]
     for g in plan["groups"]:
-        members = " + ".join(f"{m}({o})" for m, o in zip(g["members"], g["ops"]))
+        members = " + ".join(g["members"])
+        ops = "+".join(g["ops"])
         for j, o in enumerate(g["outputs"]):
             where = f"slot {o['slot']}" if o["location"] == "slot" else f"arena+{o['offset']}"
             live = "-" if o["live"] is None else f"{o['live'][0]}..{o['live'][1]}"
             if o.get("inplace_of"):
                 where += f" (in place of {o['inplace_of']})"
-            rows.append((g["function"] if j == 0 else "", members if j == 0 else "",
+            rows.append((g["function"] if j == 0 else "", members if j == 0 else "", ops if j == 0 else "",
                          "x".join(map(str, o["shape"])), f"{g['flops'] / 1e6:.3f}" if j == 0 else "",
                          f"{o['nbytes']:,}", where, live))
         if g.get("workspace"):
             w = g["workspace"]
-            rows.append(("", "  (scratch)", "", "", f"{w['nbytes']:,}", f"arena+{w['offset']}", f"{w['live'][0]}..{w['live'][1]}"))
+            rows.append(("", "  (scratch)", "", "", "", f"{w['nbytes']:,}", f"arena+{w['offset']}",
+                         f"{w['live'][0]}..{w['live'][1]}"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+    lines = ["  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
              for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     ratio = plan["arena_bytes"] / plan["lower_bound_bytes"] if plan["lower_bound_bytes"] else 1.0
@@ -144,9 +146,12 @@ def format_plan(plan: dict) -> str:
               f"lower bound  {_mib(plan['lower_bound_bytes'])}   (most bytes live at one step)",
               f"arena / lower bound = {ratio:.3f}    arena / naive = "
               f"{plan['arena_bytes'] / plan['naive_bytes'] if plan['naive_bytes'] else 1.0:.3f}",
-              "slots (bound by the host, outside the arena): " + ", ".join(
-                  f"{s['kind']} {s['name']}{tuple(s['shape'])}" for s in plan["slots"] if s["kind"] != "param")
-              + f", {sum(1 for s in plan['slots'] if s['kind'] == 'param')} params"]
+              "bound by the host, outside the arena: " + ", ".join(
+                  f"{s['kind']} {s['name']}{tuple(s['shape'])}" for s in plan["slots"]
+                  if s["kind"] in ("input", "output")) + "".join(
+                  f", {n} {label}" for kind, label in (("param", "params"), ("aux", "aux states"),
+                                                       ("grad", "gradients"), ("state", "optimizer states"))
+                  if (n := sum(1 for s in plan["slots"] if s["kind"] == kind)))]
     return "\n".join(lines)
 
 
