@@ -1,12 +1,13 @@
 """mxcc's f32 GEMM against numpy (OpenBLAS), 1 and 2 threads, square sizes and the layer shapes mxcc emits.
 
-    python benchmarks/gemm.py [--threads 1,2] [--rounds 2] [--json out.jsonl] [--haswell] [--quick]
+    python benchmarks/gemm.py [--threads 1,2] [--rounds 3] [--json out.jsonl] [--haswell] [--quick]
 
 Cases: square C = A·B (64..2048); FullyConnected y = relu(x·W^T + b) with W (N, K) as MXNet stores it
 (mxcc: trans_b = 1 and a bias+relu epilogue; numpy: np.maximum(x @ W.T + b, 0), its extra passes
 included); ResNet-18 im2col convolutions C[Cout, HW] = W[Cout, Cin·9] · col[Cin·9, HW].
 Every (implementation, thread count) runs in its own fresh process (benchmarks/harness.py), alternating
-over --rounds rounds; GFLOP/s is 2·M·N·K over the median time, the spread is the interquartile range.
+over --rounds rounds; GFLOP/s is 2·M·N·K over the median time of the least-disturbed round (noise on a
+shared machine only ever slows a round down), the spread is the interquartile range of all samples.
 mxcc is called through cffi with its pointers bound beforehand, as generated code calls it.
 % of peak uses peak/core = 2 FMA units x 8 lanes x 2 FLOP x the 'cpu MHz' of /proc/cpuinfo (nominal
 clock; under turbo the effective clock is higher, so this can pass 100%).
@@ -139,7 +140,7 @@ def main(argv=None) -> None:
                 (out,) = harness.run_worker(__file__, spec, threads, coretype=coretype)
                 blas[(impl, threads)] = out["blas"]
                 for res in out["results"]:
-                    pooled.setdefault((res["case"], threads, impl), []).extend(res["samples"])
+                    pooled.setdefault((res["case"], threads, impl), []).append(res["samples"])
 
     cpu = harness.cpu_info()
     mhz = cpu["mhz"] or 0.0
@@ -156,7 +157,7 @@ def main(argv=None) -> None:
         for threads in thread_counts:
             row = {"case": case["name"], "shape": f"{case['M']}x{case['N']}x{case['K']}", "thr": threads}
             for impl, _ in impls:
-                stats = harness.summarize(pooled[(case["name"], threads, impl)])
+                stats = harness.summarize_rounds(pooled[(case["name"], threads, impl)])
                 gflops = flops / stats["median_s"] / 1e9
                 row[impl] = gflops
                 row[impl + " iqr"] = f"{flops / stats['q3_s'] / 1e9:.0f}-{flops / stats['q1_s'] / 1e9:.0f}"

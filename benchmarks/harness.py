@@ -7,9 +7,10 @@ Python whose environment fixes the thread count *before* numpy/OpenMP are import
 OPENBLAS_NUM_THREADS, MKL_NUM_THREADS) and drops OpenBLAS tuning overrides (OPENBLAS_CORETYPE,
 OPENBLAS_L2_SIZE) unless the spec asks for a coretype. Running each configuration alone keeps two
 thread pools (OpenBLAS's, OpenMP's) from spinning against each other on a small machine; running
-several rounds, alternating configurations, spreads the noise of a shared machine over all of them.
-Results print as an aligned table (`print_table`) and append as JSON lines (`append_jsonl`, `--json`).
-Speed is reported as the median with the interquartile range; never asserted (benchmarks are not tests).
+several rounds, alternating configurations, exposes every configuration to the same bursts of noise of a
+shared machine, and `summarize_rounds` reports the median of each configuration's least-disturbed round
+with the interquartile range of all its samples. Results print as an aligned table (`print_table`) and
+append as JSON lines (`append_jsonl`, `--json`). Speed is never asserted (benchmarks are not tests).
 """
 from __future__ import annotations
 
@@ -51,6 +52,18 @@ def summarize(samples: list[float]) -> dict:
             "n": len(samples)}
 
 
+def summarize_rounds(rounds: list[list[float]]) -> dict:
+    """Statistics over several rounds of samples of one configuration.
+
+    On a shared machine, noise comes in bursts that slow a whole round; it never speeds one up. So the
+    headline `median_s` is the median of the least-disturbed round (the lowest per-round median), while
+    q1/q3/min/max describe all samples pooled, and `round_medians_s` keeps every round's median."""
+    pooled = summarize([t for r in rounds for t in r])
+    medians = [statistics.median(r) for r in rounds if r]
+    return {**pooled, "median_s": min(medians), "pooled_median_s": pooled["median_s"],
+            "round_medians_s": medians}
+
+
 def worker_env(threads: int, coretype: str | None = None) -> dict:
     """The environment of a worker: thread counts fixed, OpenBLAS overrides removed (or coretype set)."""
     env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_OVERRIDES}
@@ -90,8 +103,8 @@ def emit_worker_results(results: list[dict]) -> None:
 def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="PATH", help="append one JSON line per result to PATH")
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
-    parser.add_argument("--rounds", type=int, default=2,
-                        help="alternate all configurations this many times and pool the samples (default 2)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="alternate all configurations this many times (default 3); see summarize_rounds")
     parser.add_argument("--min-time", type=float, default=0.25, help="seconds of timed calls per case and round")
 
 

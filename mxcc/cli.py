@@ -4,6 +4,7 @@
     mxcc inspect NET.json --shape data=1,784 [--no-fuse] [--no-plan] [--json]
     mxcc run DIR --input data=x.npy [--input ...] [--output out.npz]
     mxcc perf DIR [--iters N | --seconds S] [--threads T] [--call-graph fp|dwarf] [-o OUT] [--stat] [--py]
+    mxcc perf DIR --train [--epochs N] [--images F --labels F] [--threads T] [--call-graph fp|dwarf] [-o OUT]
 """
 from __future__ import annotations
 
@@ -79,6 +80,12 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("-o", "--out", help="output directory (default: DIR/perf)")
     f.add_argument("--stat", action="store_true", help="perf stat summary: time, task-clock, faults, counters")
     f.add_argument("--py", action="store_true", help="sample a Python process calling the module (py-spy)")
+    f.add_argument("--train", action="store_true",
+                   help="profile the standalone training program (<net>_train; compile with train=True): "
+                        "data loading, forward, backward, update")
+    f.add_argument("--epochs", type=int, default=None, help="--train: epochs to run (default: 1)")
+    f.add_argument("--images", help="--train: IDX images (default: the MNIST test images in examples/data/mnist)")
+    f.add_argument("--labels", help="--train: IDX labels (default: the MNIST test labels in examples/data/mnist)")
     f.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return p
 

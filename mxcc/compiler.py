@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
+from dataclasses import replace as dc_replace
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +22,7 @@ from mxcc.errors import GraphError, ShapeError
 from mxcc.graph import Graph, load_json
 from mxcc.options import CompileOptions
 from mxcc.passes import run_pipeline
-from mxcc.plan import Plan
+from mxcc.plan import Location, Plan
 
 PARAMS_FILE = "params.params"
 
@@ -129,13 +131,50 @@ def _training_setup(opts, graph, shapes, optimizer, inputs_need_grad):
         if optimizer is not None:
             raise TypeError("optimizer= needs train=True")
         return None, None, ()
-    from mxcc.passes import bind, infer_shapes, trainable
+    from mxcc.passes import bind, dce, infer_shapes, trainable
     if optimizer is None:
         from mxcc.optimizer import SGD
         optimizer = SGD(learning_rate=0.01)
-    typed = infer_shapes(bind(graph), _check_shapes(shapes))
+    typed = dce(infer_shapes(bind(graph), _check_shapes(shapes)))   # variables nothing reads get no gradient
     wrt = trainable(typed) + ([i for i in typed.inputs if i in shapes] if inputs_need_grad else [])
     return optimizer, wrt, tuple(optimizer.state_names)
+
+
+@dataclass(frozen=True)
+class InferenceVariant:
+    """The inference forward of a training build (`<net>_forward_infer`, Executor.forward(is_train=False))."""
+    calls: list                  # KernelCalls, phase "infer", numbered after the training kernels and updates
+    arena_bytes: int             # the context's whole arena: the training plan's, then this variant's
+    kernels: list                # module.json kernel records (phase "infer")
+
+
+def _inference_variant(net, shapes, opts, train: Plan, name: str, first_index: int) -> InferenceVariant | None:
+    """When training changes the forward (BatchNorm, Dropout: passes/train_mode.py), the same network planned
+    for inference (moving statistics, folded BatchNorm, no dropout) and placed in the training context: its
+    params, aux states, inputs and outputs are the training build's slots (by name; outputs by position), its
+    intermediates live in an arena range after the training one (so an inference forward between a training
+    forward and its backward does not disturb the saved activations). None when the forward is the same."""
+    from mxcc.passes import bind, mode_dependent
+    if not opts.is_train or not mode_dependent(bind(_graph_of(net)[0])):
+        return None
+    infer, _ = plan_network(net, shapes, dc_replace(opts, train=False))
+    index = {(s.kind, s.name): s.index for s in train.slots}
+    slot_map = {s.index: index[(s.kind, s.name)] for s in infer.slots if s.kind != "output"}
+    slot_map.update(zip([s.index for s in infer.slots if s.kind == "output"],
+                        [s.index for s in train.slots if s.kind == "output"]))
+    base = (train.arena_bytes + 63) // 64 * 64
+    locations = {k: Location(slot=slot_map[loc.slot]) if loc.slot is not None else Location(offset=base + loc.offset)
+                 for k, loc in infer.locations.items()}
+    moved = dc_replace(infer, slots=train.slots, locations=locations, arena_bytes=base + infer.arena_bytes,
+                       buffers=tuple(dc_replace(b, offset=base + b.offset) for b in infer.buffers))
+    calls = [dc_replace(c, phase="infer", node_index=first_index + i)
+             for i, c in enumerate(lower(moved, f"{name}_infer"))]
+    groups = plan_to_json(moved, calls)["groups"]
+    kernels = [dict(name=g["name"], function=g["function"], members=g["members"], ops=g["ops"], flops=g["flops"],
+                    inputs=[i["shape"] for i in g["inputs"]], outputs=[o["shape"] for o in g["outputs"]],
+                    bytes=sum(o["nbytes"] for o in g["outputs"]) + sum(4 * _prod(i["shape"]) for i in g["inputs"]),
+                    live=[], phase="infer") for g in groups]
+    return InferenceVariant(calls, moved.arena_bytes, kernels)
 
 
 def _module_class(opts):
@@ -167,24 +206,30 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
     plan, source = plan_network(net, shapes, opts, wrt=wrt, state_names=state_names)
     name = c_ident(name) if name else _default_name(source)
     calls = lower(plan, name)
-    updates = train_program = None
+    updates = train_program = infer = None
     if opts.train:
         lr_mult, wd_mult = optimizer.multipliers(graph, [w for w, _ in plan.graph.grads])
         updates = lower_updates(plan, optimizer.kind, lr_mult, wd_mult, len(calls))
         train_program = lower_train_program(plan, optimizer.step_hyper(1))
+        infer = _inference_variant(net, shapes, opts, plan, name, len(calls) + len(updates))
+        plan = dc_replace(plan, arena_bytes=infer.arena_bytes) if infer else plan   # one arena holds both
     src = render(plan, calls, name, template_dir=str(resource_dir("templates")), source=source,
                  options=f"fuse={'on' if opts.fuse else 'off'} plan={'on' if opts.plan else 'off'} "
                          f"isa={opts.isa} profile={'on' if opts.profile else 'off'}"
                          + (f" train={optimizer.kind}" if opts.train else ""),
                  profile=opts.profile, updates=updates, train_program=train_program,
-                 optimizer=optimizer.kind if optimizer else "")
+                 optimizer=optimizer.kind if optimizer else "", infer_calls=infer.calls if infer else None,
+                 random=any(n.opdef.random for n in plan.graph.nodes if not n.is_variable))
     plan_json = json.dumps(plan_to_json(plan, calls), indent=1)
     built = build(name, src.c, src.h, src.cdef, src.bench, opts, train_src=src.train)
     pj = json.loads(plan_json)
     meta = dict(name=name, module=built.module, so=built.so.name, bench=built.bench.name, key=built.key,
                 train_program=f"{name}_train" if src.train else None,
                 mxcc_version=__version__, source=source, profile=opts.profile, slots=pj["slots"],
-                arena_bytes=pj["arena_bytes"],
+                arena_bytes=pj["arena_bytes"], lower_bound_bytes=pj["lower_bound_bytes"],
+                # the arena's buffers (in-place chains merged, workspaces included): the profiler's memory track
+                buffers=[dict(name=b.name, offset=b.offset, nbytes=b.nbytes, live=[b.start, b.end])
+                         for b in plan.buffers],
                 kernels=[dict(name=g["name"], function=g["function"], members=g["members"], ops=g["ops"],
                               flops=g["flops"], inputs=[i["shape"] for i in g["inputs"]],
                               outputs=[o["shape"] for o in g["outputs"]],
@@ -194,7 +239,8 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
                          for g, c in zip(pj["groups"], calls)]
                 + [dict(name=f"update:{u.param}", function=u.fn, members=[u.param], ops=[f"{optimizer.kind}_update"],
                         flops=4 * u.n, inputs=[], outputs=[], bytes=12 * u.n, live=[], phase="update")
-                   for u in updates or []],
+                   for u in updates or []]
+                + (infer.kernels if infer else []),
                 train=opts.train)
     if isinstance(params, (str, os.PathLike)):
         params = load_params(params)

@@ -1,7 +1,11 @@
 """Executor: a network compiled for training (MXNet's Executor API on compiled C).
 
 `forward(is_train=True, **inputs)`, `backward(out_grads=None)`, `update()` and `step(**inputs)` (all three in
-one C call) run the generated `<net>_forward/_backward/_update/_step`. Parameters, gradients, aux states and
+one C call) run the generated `<net>_forward/_backward/_update/_step`; `forward(is_train=False)` runs
+`<net>_forward_infer`, the inference forward (moving statistics, no dropout) compiled into the same context
+from the same graph, reading the same parameter and aux arrays (see compiler._inference_variant).
+BatchNorm's moving statistics are updated in place by `backward()`, as MXNet does: `aux_dict` shows them.
+Training Dropout draws from a counter-based RNG in the context: `set_seed(s)` makes the masks reproducible. Parameters, gradients, aux states and
 optimizer states are numpy arrays the C code reads and writes in place: `arg_dict`, `grad_dict`, `aux_dict`
 are views of them, as MXNet's NDArrays are. Outputs are persistent arrays (`outputs`), rewritten by each
 forward. The optimizer's hyper-parameters for each update (learning-rate schedule, Adam's bias correction)
@@ -23,6 +27,7 @@ class Executor(Module):
         self.optimizer = optimizer
         self.num_update = 0
         lib = self._lib
+        self._forward_infer = getattr(lib, f"{self.name}_forward_infer")
         self._backward = getattr(lib, f"{self.name}_backward")
         self._update = getattr(lib, f"{self.name}_update")
         self._step = getattr(lib, f"{self.name}_step")
@@ -78,11 +83,17 @@ class Executor(Module):
     def forward(self, is_train: bool = True, **inputs) -> list[np.ndarray]:
         """Run the forward pass; returns `outputs` (persistent arrays, overwritten by the next forward).
 
-        is_train=False is allowed; this network's ops compute the same forward either way (TODO(6):
-        BatchNorm batch statistics and Dropout masks select their training kernels here)."""
+        is_train=True: training mode (BatchNorm batch statistics, Dropout masks; what backward() needs).
+        is_train=False: inference mode (moving statistics, no dropout), as MXNet's forward(is_train=False);
+        it keeps the values a pending backward() reads (its intermediates have an arena range of their own)."""
         self._bind_inputs(inputs)
-        self._forward(self._ctx)
+        self._call(self._forward if is_train else self._forward_infer)
         return self.outputs
+
+    def set_seed(self, seed: int) -> None:
+        """Seed the random operators (training Dropout) and restart their step count: the masks of the
+        following training forwards are a function of (seed, forward count, layer) only."""
+        self._lib.mxcc_ctx_set_seed(self._ctx, int(seed) & (2 ** 64 - 1))
 
     def backward(self, out_grads=None) -> None:
         """Gradients of every parameter into `grad_dict`. `out_grads`: head gradients for the outputs that
@@ -101,7 +112,7 @@ class Executor(Module):
                                      f"{tuple(s['shape'])}", input=s["name"])
                 self._bound_inputs[s["name"]] = g
                 self._slots[s["index"]] = self._ffi.from_buffer(g)
-        self._backward(self._ctx)
+        self._call(self._backward)
 
     def _set_hyper(self) -> None:
         h = self.optimizer.step_hyper(self.num_update + 1)
@@ -111,7 +122,7 @@ class Executor(Module):
     def update(self) -> None:
         """One optimizer step on every parameter from the gradients in grad_dict."""
         self._set_hyper()
-        self._update(self._ctx)
+        self._call(self._update)
         self.num_update += 1
 
     def step(self, **inputs) -> list[np.ndarray]:
@@ -120,6 +131,6 @@ class Executor(Module):
             raise ShapeError("step() needs a network whose outputs are all loss heads; use forward/backward")
         self._bind_inputs(inputs)
         self._set_hyper()
-        self._step(self._ctx)
+        self._call(self._step)
         self.num_update += 1
         return self.outputs

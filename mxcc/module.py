@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mxcc import profiler
 from mxcc.errors import ParamsError, ShapeError
 
 _F32 = np.dtype(np.float32)
@@ -51,6 +52,7 @@ class Module:
             raise MemoryError(self._ffi.string(err).decode())
         self._ctx = self._ffi.gc(ctx, getattr(self._lib, f"{self.name}_ctx_free"))
         self._forward = getattr(self._lib, f"{self.name}_forward")
+        self._prepare = getattr(self._lib, f"{self.name}_prepare")
         self._slots = self._lib.mxcc_ctx_slots(self._ctx)
         slots = meta["slots"]
         self._inputs = [(s["name"], s["index"], tuple(s["shape"]), s["optional"]) for s in slots
@@ -63,8 +65,10 @@ class Module:
         self._unbound = sorted(self._params_meta)
         self._threads = threads
         self._prof_capacity = 0
+        self._prof_lock = None      # set by mxcc.profiler while this module records events
         if threads:
             self._lib.mxcc_set_num_threads(int(threads))
+        profiler._register(self)
 
     # -- shapes ------------------------------------------------------------------------------------------
     @property
@@ -114,6 +118,8 @@ class Module:
             self._params[name] = arr
             self._slots[self._params_meta[name]["index"]] = self._ffi.cast("void *", _ptr(arr))
         self._unbound = sorted(set(self._params_meta) - set(self._params))
+        if not self._unbound:
+            self._prepare(self._ctx)        # values derived from the params (folded BatchNorm)
 
     def get_params(self) -> dict[str, np.ndarray]:
         """Copies of the bound params, keyed `arg:<name>` / `aux:<name>` as MXNet's checkpoints are."""
@@ -160,8 +166,23 @@ class Module:
             o = np.empty(shape, _F32)
             outs.append(o)
             slots[index] = from_buffer(o)
-        self._forward(self._ctx)
+        lock = self._prof_lock
+        if lock is None:
+            self._forward(self._ctx)
+        else:
+            with lock:              # the profiler drains the event buffer between calls, never during one
+                self._forward(self._ctx)
         return outs
+
+    def _call(self, entry) -> None:
+        """Run a C entry point (`_forward`, `_backward`, ...) on this context, under the profiler's lock
+        while profiling (see Module.forward)."""
+        lock = self._prof_lock
+        if lock is None:
+            entry(self._ctx)
+        else:
+            with lock:
+                entry(self._ctx)
 
     @staticmethod
     def _coerce(name: str, arr) -> np.ndarray:
@@ -200,7 +221,7 @@ class Module:
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{n}={s}" for n, s in self.input_shapes.items())
-        return f"<mxcc.Module {self.name}({ins}) -> {list(self.output_shapes.values())}>"
+        return f"<mxcc.{type(self).__name__} {self.name}({ins}) -> {list(self.output_shapes.values())}>"
 
 
 def load(directory) -> Module:

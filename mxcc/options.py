@@ -12,7 +12,10 @@ from dataclasses import dataclass, fields
 class CompileOptions:
     fuse: bool = True             # --no-fuse: one kernel per node
     plan: bool = True             # --no-plan: one arena range per intermediate
-    train: bool = False           # TODO(6): backward + update
+    train: bool = False           # backward + update (an Executor)
+    is_train: bool = True         # with train: the forward in training mode (BatchNorm batch statistics and
+                                  # moving-stat updates, Dropout masks), as MXNet's forward(is_train=True);
+                                  # False: gradients of the inference function (forward(is_train=False))
     profile: bool = True          # TODO(7): profiler call sites compiled in
     isa: str = "native"           # -march value: "native", or e.g. "x86-64" for the scalar fallback
     opt_level: str = "-O3"

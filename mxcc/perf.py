@@ -1,12 +1,15 @@
 """`mxcc perf`: run a compiled network's benchmark under Linux perf and show where the time goes, per layer.
 
     mxcc perf DIR [--iters N | --seconds S] [--threads T] [--call-graph fp|dwarf] [-o OUT] [--stat] [--py]
+    mxcc perf DIR --train [--epochs N] [--images F --labels F] [--threads T] [--call-graph fp|dwarf] [-o OUT]
 
 DIR is what `mxcc compile -o DIR` wrote (module.json, `<net>_bench`). Into OUT (default DIR/perf/) go
 `perf.data`, `timeline.bin` (the bench's kernel intervals), `stacks.folded`, `flame.svg` and `layers.txt`;
 `--stat` writes `stat.txt` instead (perf stat counters), `--py` samples a Python process that calls the module
 with py-spy (`pyspy.raw`) instead of running perf. Parsing and attribution are in mxcc.stacks, the SVG in
 mxcc.flamegraph; this module runs the tools, turns their failures into one-line errors and writes the report.
+`--train` runs the standalone training program `<net>_train` (compiled with train=True) instead, on MNIST by
+default, and the report adds where the time goes between data loading, forward, backward and update.
 """
 from __future__ import annotations
 
@@ -17,17 +20,20 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from mxcc.errors import MxccError
 from mxcc.flamegraph import render_svg
-from mxcc.stacks import (GLUE, UNKNOWN, Profile, Timeline, attribute, folded_text, kernels_from_meta,
-                         parse_folded, parse_perf_script)
+from mxcc.stacks import (GLUE, PHASES, UNKNOWN, Profile, Timeline, attribute, attribute_train, folded_text,
+                         kernels_from_meta, parse_folded, parse_perf_script)
 
 FREQ = 999            # Hz: not a multiple of common timer ticks, so samples do not lock onto periodic work
 WARMUP = 10
 DEFAULT_SECONDS = 2.0
+EPOCH_LINE = re.compile(r"^Epoch: (?P<epoch>\d+) (?P<rate>[\d.e+-]+) samples/sec Accuracy: (?P<acc>[\d.e+-]+)",
+                        re.M)
 BENCH_LINE = re.compile(r"^(?P<net>\S+): (?P<us>[\d.]+) us per forward \((?P<iters>\d+) iters, "
                         r"(?P<threads>\d+) threads\)", re.M)
 STAT_EVENTS = ("task-clock", "context-switches", "cpu-migrations", "page-faults", "cycles", "instructions",
@@ -168,6 +174,144 @@ def record(directory, *, iters: int | None = None, seconds: float | None = None,
                      root=bench.name)
     write_report(o, prof, run, meta)
     return prof, run, o
+
+
+def mnist_files() -> tuple[Path, Path]:
+    """The MNIST test split shipped with mxcc (examples/data/mnist, next to the package or in the repo)."""
+    here = Path(__file__).resolve().parent
+    for d in (here.parent / "examples" / "data" / "mnist", here / "examples" / "data" / "mnist",
+              Path.cwd() / "examples" / "data" / "mnist"):
+        im, lb = d / "t10k-images-idx3-ubyte.gz", d / "t10k-labels-idx1-ubyte.gz"
+        if im.exists() and lb.exists():
+            return im, lb
+    raise PerfError("no MNIST files found (examples/data/mnist): pass --images FILE --labels FILE")
+
+
+def record_train(directory, *, epochs: int | None = None, images=None, labels=None, threads: int = 0,
+                 call_graph: str | None = None, out=None, freq: int = FREQ) -> tuple[Profile, Run, Path]:
+    """Run `<net>_train` under `perf record` (with its --timeline), then write the same files as record()."""
+    perf = _require_perf()
+    meta = load_meta(directory)
+    prog = meta.get("train_program")
+    if not prog:
+        raise PerfError(f"{directory} has no training program: compile with train=True (and an optimizer), "
+                        f"for a classifier with one image input")
+    exe = Path(directory) / prog
+    if not exe.exists():
+        raise PerfError(f"{exe} is missing: recompile with train=True")
+    if call_graph is None:
+        call_graph = "fp" if meta.get("profile", True) else "dwarf"
+    if call_graph not in ("fp", "dwarf"):
+        raise PerfError(f"--call-graph must be fp or dwarf, got {call_graph!r}")
+    if (images is None) != (labels is None):
+        raise PerfError("--images and --labels go together")
+    if images is None:
+        images, labels = mnist_files()
+    epochs = epochs or 1
+    if epochs <= 0:
+        raise PerfError("--epochs must be positive")
+    o = _out_dir(directory, out)
+    data, tl = o / "perf.data", o / "timeline.bin"
+    for old in (data, o / "perf.data.old", tl):
+        if old.exists():
+            old.unlink()
+    event = "cpu-clock" if os.geteuid() == 0 else "cpu-clock:u"
+    args = ["--images", str(Path(images).resolve()), "--labels", str(Path(labels).resolve()),
+            "--epochs", str(epochs)] + (["--threads", str(threads)] if threads else [])
+    cmd = [perf, "record", "-e", event, "-F", str(freq), "-k", "CLOCK_MONOTONIC", "--call-graph", call_graph,
+           "-o", str(data), "--", str(exe.resolve()), *args, "--timeline", str(tl.resolve())]
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    epochs_seen = EPOCH_LINE.findall(proc.stdout or "")
+    if proc.returncode != 0 or not data.exists() or not epochs_seen:
+        raise _tool_failure("perf record", proc)
+    rate = float(epochs_seen[-1][1])
+    batch = meta.get("batch") or _batch(meta)
+    us = batch / rate * 1e6 if rate and batch else 0.0
+    timeline = Timeline.from_bytes(tl.read_bytes()) if tl.exists() else None
+    steps = _steps(timeline, meta) if timeline else 0
+    script = _perf_script(perf, data)
+    run = Run("perf", " ".join(_shown(cmd)), steps, us, threads or os.cpu_count() or 1, wall, freq, call_graph)
+    prof = attribute_train(parse_perf_script(script), kernels_from_meta(meta), meta["name"], timeline,
+                           root=exe.name)
+    from mxcc.build import atomic_write
+    atomic_write(o / "stacks.folded", folded_text(prof.folded))
+    sub = (f"perf, {prof.total:,.0f} samples at {freq} Hz, {epochs} epoch(s), last "
+           f"{rate:,.0f} samples/sec, accuracy {float(epochs_seen[-1][2]):.3f}")
+    atomic_write(o / "flame.svg", render_svg(prof.folded, title=f"mxcc perf --train: {meta['name']}",
+                                             subtitle=sub, net=meta["name"]))
+    atomic_write(o / "layers.txt", format_train_report(prof, run, meta, epochs_seen))
+    return prof, run, o
+
+
+def _batch(meta: dict) -> int:
+    for s in meta.get("slots", []):
+        if s.get("kind") == "input" and s.get("shape"):
+            return int(s["shape"][0])
+    return 0
+
+
+def _steps(timeline: Timeline, meta: dict) -> int:
+    """Training steps in the timeline: calls of the first backward kernel."""
+    ks = meta.get("kernels", [])
+    first = next((i for i, k in enumerate(ks) if k.get("phase") == "backward"), None)
+    return timeline.calls().get(first, 0) if first is not None else 0
+
+
+def format_train_report(prof: Profile, run: Run, meta: dict, epochs: list) -> str:
+    """layers.txt of a training run: the run, time per phase, per kernel / update, self time per symbol."""
+    tl = prof.timeline
+    placed = ", ".join(f"{n:,.0f} by {how}" for how, n in sorted(prof.placed_by.items()))
+    head = [
+        f"mxcc perf --train: {meta['name']} ({meta.get('source', '?')}), "
+        f"{sum(1 for r in prof.layers if r.kernel.phase != 'update')} kernels, "
+        f"{sum(1 for r in prof.layers if r.kernel.phase == 'update')} parameter updates",
+        f"run      : {run.command}",
+        "train    : " + "; ".join(f"epoch {e}: {float(r):,.0f} samples/sec, accuracy {float(a):.4f}"
+                                  for e, r, a in epochs) + f"; {run.wall_s:.2f} s wall",
+        f"samples  : {prof.total:,.0f} at {run.freq} Hz ({run.tool}, call graph {run.call_graph}), "
+        f"{prof.threads} thread(s)",
+        f"placement: {placed or 'none'}" + (f" (timeline: {len(tl):,} kernel and update calls, {run.forwards:,} "
+                                            f"training steps)" if tl else " (no timeline)"),
+    ]
+    wall = Counter()
+    if tl:
+        w = tl.wall_ns()
+        for r in prof.layers:
+            wall[r.kernel.phase if r.kernel.phase in ("forward", "backward", "update") else "forward"] += \
+                w.get(r.kernel.index, 0)
+    total = prof.total or 1.0
+    rows = [("phase", "samples", "share", "cpu ms", "wall ms")]
+    for ph in PHASES:
+        n = prof.phases.get(ph, 0)
+        rows.append((ph, f"{n:,.0f}", f"{100 * n / total:.1f}%", f"{prof.phase_ns.get(ph, 0) / 1e6:,.1f}",
+                     f"{wall[ph] / 1e6:,.1f}" if ph in wall else "-"))
+    rows.append(("total", f"{prof.total:,.0f}", "100.0%", f"{prof.total_ns / 1e6:,.1f}", f"{run.wall_s * 1e3:,.1f}"))
+    phase = ["time per phase: every sample (all threads) by what it was doing; data loading is <net>_load_batch "
+             "and mxcc_idx_read, other is start-up, the epoch loop, exit and idle OpenMP workers; wall ms of "
+             "forward/backward/update from the timeline (kernel calls only, the validation forwards included)"]
+    phase += _table(rows, right={1, 2, 3, 4})
+    step = prof.forward or 1.0
+    rows = [("kernel", "phase", "function", "samples", "share", "cpu ms", "wall ms", "calls", "us/call",
+             "GFLOP/s")]
+    for r in prof.layers:
+        calls = r.calls if r.calls is not None else 0
+        w = r.wall_ns
+        rows.append((r.kernel.name, r.kernel.phase, r.kernel.function, f"{r.samples:,.0f}",
+                     f"{100 * r.samples / step:.1f}%", f"{r.cpu_ns / 1e6:,.1f}",
+                     f"{w / 1e6:,.1f}" if w is not None else "-", f"{calls:,}" if r.calls is not None else "-",
+                     f"{w / 1e3 / calls:,.2f}" if w and calls else "-",
+                     f"{r.kernel.flops * calls / w:,.2f}" if w and r.kernel.flops and calls else "-"))
+    placed_k = sum(r.samples for r in prof.layers)
+    if prof.forward - placed_k > 0.5:
+        rows.append(("(between kernels)", "", "", f"{prof.forward - placed_k:,.0f}",
+                     f"{100 * (prof.forward - placed_k) / step:.1f}%", "", "", "", "", ""))
+    rows.append(("step", "", "", f"{prof.forward:,.0f}", "100.0%", f"{prof.forward_ns / 1e6:,.1f}", "", "", "",
+                 ""))
+    layers = ["time per kernel and parameter update: inclusive, all threads; share of the forward + backward + "
+              "update samples"] + _table(rows, right={3, 4, 5, 6, 7, 8, 9})
+    return "\n".join(head + [""] + phase + [""] + layers + [""] + _self_table(prof)) + "\n"
 
 
 def _perf_script(perf: str, data: Path) -> str:
@@ -407,6 +551,17 @@ def main(args) -> int:
     """`mxcc perf` (args from cli.py's parser)."""
     if args.iters is not None and args.iters <= 0 or args.seconds is not None and args.seconds <= 0:
         raise PerfError("--iters and --seconds must be positive")
+    if getattr(args, "train", False):
+        if args.stat or args.py or args.iters is not None or args.seconds is not None:
+            raise PerfError("--train runs the training program: it takes --epochs, not --stat, --py, --iters "
+                            "or --seconds")
+        prof, run, o = record_train(args.dir, epochs=args.epochs, images=args.images, labels=args.labels,
+                                    threads=args.threads, call_graph=args.call_graph, out=args.out)
+        print((o / "layers.txt").read_text(), end="")
+        print(f"\nwrote {o}/: perf.data, timeline.bin, stacks.folded, flame.svg, layers.txt")
+        print(f"  perf report -i {o / 'perf.data'} --no-children --sort sym     (interactive)")
+        print(f"  open {o / 'flame.svg'} in a browser; speedscope and flamegraph.pl read {o / 'stacks.folded'}")
+        return 0
     if args.stat:
         text, o = stat(args.dir, iters=args.iters, seconds=args.seconds, threads=args.threads, out=args.out)
         print(text, end="")

@@ -176,7 +176,7 @@ def category(f: Frame, net: str) -> str:
         return "bench"
     if fn.startswith("_cffi_") or d.startswith("libpython") or d.endswith(".py") or d.startswith("<frozen"):
         return "python"
-    if fn.startswith("mxcc_") or d.endswith((".c", ".h", "_bench")) or d.startswith("_mxcc_"):
+    if fn.startswith("mxcc_") or d.endswith((".c", ".h", "_bench", "_train")) or d.startswith("_mxcc_"):
         return "runtime"      # the runtime's own functions, also its static helpers (gemm_loops, ...)
     if d.startswith("libgomp") or fn.startswith(("GOMP_", "gomp_", "omp_")):
         return "openmp"
@@ -294,6 +294,8 @@ class Profile:
     threads: int = 0
     placed_by: Counter = field(default_factory=Counter)    # "stack" | "time" | "split" -> samples
     timeline: Timeline | None = None
+    phases: Counter = field(default_factory=Counter)       # training: PHASES -> samples (attribute_train)
+    phase_ns: Counter = field(default_factory=Counter)
 
 
 def _tidy(labels: list[str]) -> list[str]:
@@ -423,6 +425,115 @@ def attribute(samples: list[Sample], kernels: list[Kernel], net: str, timeline: 
         for k, row in rows.items():
             row.calls, row.wall_ns = calls.get(k, 0), float(wall.get(k, 0))
     prof.layers = [rows[k.index] for k in kernels if k.phase == "forward" or rows[k.index].samples]
+    prof.self_rows = sorted(((name, cats[name], c, self_ns[name]) for name, c in selfc.items()),
+                            key=lambda r: (-r[2], r[0]))
+    prof.threads = len(tids)
+    return prof
+
+
+# -- training ------------------------------------------------------------------------------------------
+PHASES = ("data loading", "forward", "backward", "update", "other")
+_PHASE_FN = {"forward": "forward", "backward": "backward", "update": "update"}
+
+
+def attribute_train(samples: list[Sample], kernels: list[Kernel], net: str, timeline: Timeline | None = None,
+                    root: str | None = None) -> Profile:
+    """Place every sample of a `<net>_train` run in a phase (data loading, forward, backward, update, other)
+    and, inside the last three, in a kernel or parameter update: by its stack (`<net>_load_batch` and
+    `mxcc_idx_read` (and zlib, which only it calls) are data loading, a kernel's function its kernel, `<net>_forward`/`_forward_infer`,
+    `_backward`, `_update` their phase), else by its time in the timeline (OpenMP workers, whose stacks
+    end in libgomp). Folded stacks are canonical: `<prog>;<net>_<phase>;<kernel fn>;...`,
+    `<prog>;<net>_load_batch;...`, anything else as sampled. Profile.forward counts the step's samples
+    (forward + backward + update), Profile.layers every kernel and update entry."""
+    fn2k = {k.function: k.index for k in kernels if k.function.startswith(net + "_")}
+    if timeline is not None and len(timeline) == 0:
+        timeline = None
+    prof = Profile(net, root or next((s.comm for s in samples if s.comm), net), timeline=timeline)
+    rows = {k.index: LayerRow(k) for k in kernels}
+    loaders = {f"{net}_load_batch", "mxcc_idx_read"}
+    phase_frames = {f"{net}_forward": "forward", f"{net}_forward_infer": "forward", f"{net}_backward": "backward",
+                    f"{net}_update": "update"}
+    selfc: Counter = Counter()
+    self_ns: Counter = Counter()
+    cats: dict[str, str] = {}
+    tids = set()
+    for s in samples:
+        n, ns = s.count, s.count * s.period
+        prof.total += n
+        prof.total_ns += ns
+        tids.add(s.tid)
+        frames = [f for f in s.frames if not is_garbage(f)]
+        if frames:
+            key, cat = self_key(frames[-1], net)
+            selfc[key] += n
+            self_ns[key] += ns
+            cats[key] = cat
+        labels = [label(f) for f in frames]
+        phase, k, how, tail = None, None, None, None
+        load_at = next((i for i, lab in enumerate(labels) if lab in loaders), None)
+        layer_at = next((i for i, lab in enumerate(labels) if (omp_parent(lab) or lab) in fn2k), None)
+        ph_at = max((i for i, lab in enumerate(labels) if lab in phase_frames), default=None)
+        unzip_at = next((i for i, f in enumerate(frames) if dso_short(f.dso) == "libz"), None)
+        if load_at is not None:
+            phase, how, tail = "data loading", "stack", labels[load_at:]
+        elif unzip_at is not None:     # zlib keeps no frame pointers; only mxcc_idx_read inflates
+            phase, how, tail = "data loading", "stack", ["mxcc_idx_read"] + labels[unzip_at:]
+        elif layer_at is not None:
+            lab = labels[layer_at]
+            tail = ([omp_parent(lab)] if omp_parent(lab) else []) + labels[layer_at:]
+            k, how = fn2k[tail[0]], "stack"
+            phase = kernels[k].phase if kernels[k].phase in _PHASE_FN else "forward"
+        else:
+            omp_at = next((i for i, lab in enumerate(labels) if omp_parent(lab)), None)
+            if omp_at is not None:
+                tail = [omp_parent(labels[omp_at])] + labels[omp_at:]
+            elif ph_at is not None:
+                tail = labels[ph_at + 1:]
+            else:
+                tail = [lab for lab in labels if lab not in _THREAD_START]
+            if ph_at is not None:
+                phase, how = phase_frames[labels[ph_at]], "stack"
+            if timeline is not None and s.time_ns is not None:
+                kt, _ = timeline.locate(s.time_ns)
+                if kt is not None and kt < len(kernels) and (phase is None or kernels[kt].phase == phase
+                                                             or kernels[kt].phase not in _PHASE_FN):
+                    k = kt
+                    if phase is None:
+                        phase, how = (kernels[kt].phase if kernels[kt].phase in _PHASE_FN else "forward"), "time"
+                elif kt is not None and kt >= len(kernels) and phase is None:
+                    phase, how = "forward", "time"        # an inference-mode kernel (validation pass)
+        tail = _tidy(tail)
+        if phase is None:
+            phase = "other"
+            prof.folded[";".join([prof.root] + _tidy(labels))] += n
+            if s.tid != s.pid and _waiting(frames, net):
+                prof.worker_wait += n
+        elif phase == "data loading":
+            prof.folded[";".join([prof.root] + tail)] += n
+        else:
+            head = [prof.root, f"{net}_{_PHASE_FN[phase]}"]
+            if k is not None:
+                fn = kernels[k].function
+                if tail and tail[0] == fn:
+                    tail = tail[1:]
+                head.append(fn)
+                row = rows[k]
+                row.samples += n
+                row.cpu_ns += ns
+                if s.tid == s.pid:
+                    row.master_ns += ns
+            prof.folded[";".join(head + tail)] += n
+            prof.forward += n
+            prof.forward_ns += ns
+        prof.phases[phase] += n
+        prof.phase_ns[phase] += ns
+        if how:
+            prof.placed_by[how] += n
+    if timeline is not None:
+        calls, wall = timeline.calls(), timeline.wall_ns()
+        for k, row in rows.items():
+            row.calls, row.wall_ns = calls.get(k, 0), float(wall.get(k, 0))
+    prof.layers = [rows[k.index] for k in kernels]
     prof.self_rows = sorted(((name, cats[name], c, self_ns[name]) for name, c in selfc.items()),
                             key=lambda r: (-r[2], r[0]))
     prof.threads = len(tids)

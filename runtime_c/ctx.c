@@ -7,7 +7,7 @@
 
 #include "mxcc_runtime.h"
 
-mxcc_ctx *mxcc_ctx_create(size_t arena_bytes, int n_slots, char *err, size_t errlen)
+mxcc_ctx *mxcc_ctx_create(size_t arena_bytes, size_t derived_bytes, int n_slots, char *err, size_t errlen)
 {
     mxcc_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
@@ -15,6 +15,9 @@ mxcc_ctx *mxcc_ctx_create(size_t arena_bytes, int n_slots, char *err, size_t err
     ctx->arena_bytes = arena_bytes;
     /* NOTE: aligned_alloc needs a size that is a multiple of the alignment; the planner rounds up too. */
     if (arena_bytes && !(ctx->arena = aligned_alloc(64, (arena_bytes + 63) / 64 * 64)))
+        goto oom;
+    ctx->derived_bytes = derived_bytes;
+    if (derived_bytes && !(ctx->derived = aligned_alloc(64, (derived_bytes + 63) / 64 * 64)))
         goto oom;
     ctx->n_slots = n_slots;
     if (!(ctx->slots = calloc(n_slots > 0 ? (size_t)n_slots : 1, sizeof(void *))))
@@ -37,12 +40,19 @@ void mxcc_ctx_free(mxcc_ctx *ctx)
     free(ctx->prof.events);
     free(ctx->slots);
     free(ctx->arena);
+    free(ctx->derived);
     free(ctx);
 }
 
 void **mxcc_ctx_slots(mxcc_ctx *ctx) { return ctx->slots; }
 
 float *mxcc_ctx_hyper(mxcc_ctx *ctx) { return ctx->hyper; }
+
+void mxcc_ctx_set_seed(mxcc_ctx *ctx, uint64_t seed)
+{
+    ctx->rng_seed = seed;
+    ctx->rng_step = 0;
+}
 
 void mxcc_set_num_threads(int n)
 {

@@ -36,5 +36,19 @@ static inline float mxcc_softsign_grad(float dy, float x)
     return dy / (d * d);
 }
 static inline float mxcc_sign(float x) { return (float)((x > 0.0f) - (x < 0.0f)); }
+/* LeakyReLU: leaky and elu from the output (mshadow_op::xelu_grad, elu_grad), selu from the output too (its
+ * true derivative: MXNet 1.9.1's selu_grad is wrong for x < 0), gelu from the input. */
+static inline float mxcc_leaky_grad(float dy, float y, float alpha) { return y > 0.0f ? dy : alpha * dy; }
+static inline float mxcc_elu_grad(float dy, float y, float alpha) { return y > 0.0f ? dy : dy * (y + alpha); }
+static inline float mxcc_selu_grad(float dy, float y)
+{
+    const float lambda = 1.0507009873554804934193349852946f, alpha = 1.6732632423543772848170429916717f;
+    return y > 0.0f ? lambda * dy : dy * (y + lambda * alpha);
+}
+static inline float mxcc_gelu_grad(float dy, float x)
+{
+    const float cdf = 0.5f * (1.0f + erff(x / 1.4142135623730950488016887242096f));
+    return dy * (cdf + x * expf(-0.5f * x * x) * 0.39894228040143267793994605993438f);   /* 1 / sqrt(2 pi) */
+}
 
 #endif /* MXCC_MATH_H */

@@ -15,6 +15,7 @@
 #include "mxcc_math.h"
 #include "prof.h"
 #include "optim.h"
+#include "rng/mxcc_rng.h"
 
 #define MXCC_NOINLINE __attribute__((noinline))
 #define MXCC_RESTRICT restrict
@@ -26,11 +27,15 @@ extern "C" {
 typedef struct mxcc_ctx {
     unsigned char *arena;     /* every intermediate, at offsets fixed by the planner; 64-byte aligned */
     size_t arena_bytes;
+    unsigned char *derived;   /* values computed from params at bind time (<net>_prepare): folded BatchNorm */
+    size_t derived_bytes;
     void **slots;             /* host-bound tensors: inputs, params, aux states, outputs (plan order) */
     int n_slots;
     mxcc_gemm_ws *gemm;       /* GEMM packing buffers */
     mxcc_prof prof;           /* profiler event buffer (empty until enabled) */
     float hyper[MXCC_NUM_HYPER];  /* optimizer hyper-parameters of the next update (training) */
+    uint64_t rng_seed;        /* random operators (training Dropout): see rng/mxcc_rng.h */
+    uint64_t rng_step;        /* training forwards run since the seed was set */
 } mxcc_ctx;
 
 /* What a generated network says about each host-bound tensor (for the standalone executables). */
@@ -43,10 +48,12 @@ typedef struct mxcc_slot_info {
 } mxcc_slot_info;
 
 /* NULL on failure, with a message in err. */
-mxcc_ctx *mxcc_ctx_create(size_t arena_bytes, int n_slots, char *err, size_t errlen);
+mxcc_ctx *mxcc_ctx_create(size_t arena_bytes, size_t derived_bytes, int n_slots, char *err, size_t errlen);
 void mxcc_ctx_free(mxcc_ctx *ctx);
 void **mxcc_ctx_slots(mxcc_ctx *ctx);
 float *mxcc_ctx_hyper(mxcc_ctx *ctx);
+/* Seed the context's random operators and restart their step count (a new context has seed 0). */
+void mxcc_ctx_set_seed(mxcc_ctx *ctx, uint64_t seed);
 void mxcc_set_num_threads(int n);
 int mxcc_get_num_threads(void);
 

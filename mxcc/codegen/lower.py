@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from math import prod
 
-from mxcc.codegen.cnames import unique_idents
+from mxcc.codegen.cnames import c_ident, unique_idents
 from mxcc.graph.ir import FusedGroup, Graph, Ref
 from mxcc.ops.base import EpilogueStep, Fusion, c_float
 from mxcc.plan import Location, Plan
@@ -41,12 +41,25 @@ class KernelCall:
     flops: int
     node_index: int = 0           # position in the network's node-name table
     phase: str = "forward"        # "forward" | "backward": which entry point runs it
+    prepare: tuple = ()           # PrepareCalls: values derived from params at bind time (folded BatchNorm)
+
+
+@dataclass(frozen=True)
+class PrepareCall:
+    """A function run once after params are bound, writing into ctx->derived (e.g. a folded BatchNorm)."""
+    fn: str
+    group: str
+    template: str
+    vars: dict
+    buffers: tuple[Buffer, ...]
+    derived_end: int              # bytes of ctx->derived used up to the end of this call's outputs
 
 
 class LowerCtx:
     """An op's view while lowering: its inputs' and outputs' types, and the epilogue it absorbed."""
 
-    def __init__(self, names, in_types, out_types, epilogue: tuple[EpilogueStep, ...]):
+    def __init__(self, names, in_types, out_types, epilogue: tuple[EpilogueStep, ...], node: str = ""):
+        self.node = node                      # the anchor's node name (a random op's stream derives from it)
         self._in = dict(zip(names, in_types))
         self._out = out_types
         self.epilogue = epilogue
@@ -65,11 +78,15 @@ class LowerCtx:
         A residual step reads the kernel's `residual` buffer with leading dimension `ld_residual`; an op
         whose GEMM cannot take one passes None and the fuse pass must not have given it one."""
         fields: list[tuple[str, str]] = []
-        if bias:
+        if any(step.batch_norm for step in self.epilogue):   # the bias is folded into bn_shift at bind time
+            fields += [("scale", "bn_scale"), ("shift", "bn_shift")]
+        elif bias:
             fields.append(("bias", bias))
         if per_row and fields:
             fields.append(("per_row", "1"))
         for step in self.epilogue:
+            if step.batch_norm:
+                continue
             if step.residual:
                 if ld_residual is None:
                     raise AssertionError("residual epilogue given to an op that cannot apply it")
@@ -96,9 +113,14 @@ def lower(plan: Plan, net: str) -> list[KernelCall]:
     slot_names = {s.index: f"{s.kind} {s.name!r}" for s in plan.slots}
     fns = unique_idents([f"{net}_{grp.name}" for grp in g.groups])
     calls = []
+    derived = [0]                   # bytes of ctx->derived handed out so far
     for i, (grp, fn) in enumerate(zip(g.groups, fns)):
-        calls.append(_no_restrict_on_aliases(_lower_group(plan, grp, fn, slot_names, i)))
+        calls.append(_no_restrict_on_aliases(_lower_group(plan, grp, fn, slot_names, i, derived)))
     return calls
+
+
+def derived_bytes(calls: list[KernelCall]) -> int:
+    return max((p.derived_end for c in calls for p in c.prepare), default=0)
 
 
 def _no_restrict_on_aliases(call: KernelCall) -> KernelCall:
@@ -117,7 +139,7 @@ def _buffer(plan: Plan, ref: Ref, cname: str, writable: bool, slot_names) -> Buf
     return Buffer(cname, plan.graph.type_of(ref), writable, expr, where)
 
 
-def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int) -> KernelCall:
+def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int, derived: list) -> KernelCall:
     g = plan.graph
     members = [g.nodes[m] for m in grp.members]
     anchor = members[0]
@@ -134,16 +156,22 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int) -
     if op.fusion_of(anchor.params) is Fusion.ELEMWISE:
         return _lower_elementwise(plan, grp, members, outs, slot_names, common)
     names = op.inputs(anchor.params)
-    ins = [_buffer(plan, r, name, False, slot_names) for name, r in zip(names, anchor.inputs)
+    mutated = op.mutates(anchor.params)             # written in place (BatchNorm's moving statistics)
+    ins = [_buffer(plan, r, name, name in mutated, slot_names) for name, r in zip(names, anchor.inputs)
            if name not in op.labels]
     epilogue = tuple(m.opdef.epilogue(m.params) for m in members[1:])
     prev = Ref(anchor.id, 0)
+    prepare = ()
     for m, step in zip(members[1:], epilogue):
         if step.residual:
             other = next(r for r in m.inputs if r.key != prev.key)
             ins.append(_buffer(plan, other, "residual", False, slot_names))
+        if step.batch_norm:
+            fold, scale_shift = _fold_batch_norm(plan, anchor, m, fn, slot_names, derived)
+            prepare = (fold,)
+            ins += scale_shift
         prev = Ref(m.id, 0)
-    ctx = LowerCtx(names, [g.type_of(r) for r in anchor.inputs], anchor.out_types, epilogue)
+    ctx = LowerCtx(names, [g.type_of(r) for r in anchor.inputs], anchor.out_types, epilogue, node=anchor.name)
     template, variables = op.lower(anchor.params, ctx)
     if not ctx.consumed:
         raise AssertionError(f"{op.name}.lower ignored its fused epilogue {epilogue}")
@@ -152,7 +180,33 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int) -
         nbytes = next(b.nbytes for b in plan.buffers if b.name == f"{anchor.name}_workspace")
         outs.append(Buffer("workspace", TensorType((nbytes // 4,)), True, f"(float *)(ctx->arena + {ws.offset})",
                            f"arena + {ws.offset} (scratch)"))
-    return KernelCall(template=template, vars=variables, buffers=(*ins, *outs), **common)
+    return KernelCall(template=template, vars=variables, buffers=(*ins, *outs), prepare=prepare, **common)
+
+
+def _fold_batch_norm(plan: Plan, anchor, bn, fn: str, slot_names, derived: list):
+    """The bind-time fold of `bn` into `anchor`'s epilogue: a PrepareCall writing per-channel scale/shift
+    into ctx->derived, and the kernel's read-only views of them."""
+    g = plan.graph
+    channels = bn.out_types[0].shape[bn.params.axis % len(bn.out_types[0].shape)]
+    nbytes = (channels * 4 + 63) // 64 * 64
+    scale_off, shift_off = derived[0], derived[0] + nbytes
+    derived[0] += 2 * nbytes
+    ttype = TensorType((channels,))
+    names = bn.opdef.inputs(bn.params)
+    params = [_buffer(plan, r, name, False, slot_names) for name, r in zip(names, bn.inputs) if name != "data"]
+    anchor_names = anchor.opdef.inputs(anchor.params)
+    has_bias = "bias" in anchor_names
+    if has_bias:
+        params.append(_buffer(plan, anchor.inputs[anchor_names.index("bias")], "bias", False, slot_names))
+    where = f"derived + {{}} (folded {bn.name})"
+    outs = [Buffer("bn_scale", ttype, True, f"(float *)(ctx->derived + {scale_off})", where.format(scale_off)),
+            Buffer("bn_shift", ttype, True, f"(float *)(ctx->derived + {shift_off})", where.format(shift_off))]
+    prep = PrepareCall(fn=f"{fn}_fold_{c_ident(bn.name)}", group=anchor.name, template="kernels/fold_batch_norm.c.j2",
+                       vars=dict(channels=channels, eps=c_float(bn.params.eps), fix_gamma=bn.params.fix_gamma,
+                                 has_bias=has_bias, what=f"{bn.name} (BatchNorm, {channels} channels)"),
+                       buffers=(*params, *outs), derived_end=derived[0])
+    views = [Buffer(b.cname, ttype, False, b.expr.replace("(float *)", "(const float *)"), b.where) for b in outs]
+    return prep, views
 
 
 def _lower_elementwise(plan, grp, members, outs, slot_names, common) -> KernelCall:
@@ -256,7 +310,7 @@ def lower_train_program(plan: Plan, hyper: dict) -> dict | None:
             scale = (3.0 / ((fan_in + fan_out) / 2.0)) ** 0.5
             inits.append(dict(name=s.name, slot=s.index, size=size, how=f"Xavier U(-{scale:.6g}, {scale:.6g})",
                               expr=f"(float)((2.0 * rng_uniform() - 1.0) * {scale!r})"))
-        elif s.name.endswith(("gamma", "moving_var")):
+        elif s.name.endswith(("gamma", "moving_var", "running_var")):
             inits.append(dict(name=s.name, slot=s.index, size=size, how="ones", expr="1.0f"))
         else:
             inits.append(dict(name=s.name, slot=s.index, size=size, how="zeros", expr="0.0f"))

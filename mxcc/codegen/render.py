@@ -52,19 +52,28 @@ def _render_kernel(env, call: KernelCall) -> str:
 
 def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, source: str,
            options: str, profile: bool = True, updates: list | None = None, train_program: dict | None = None,
-           optimizer: str = "") -> CSource:
+           optimizer: str = "", infer_calls: list | None = None, random: bool = False) -> CSource:
+    """`infer_calls`: a training build's inference forward (`<net>_forward_infer`), numbered after the
+    updates; None when the forward does not depend on the mode. `random`: the forward draws from the
+    context's RNG (training Dropout), so each training forward advances ctx->rng_step."""
+    from mxcc.codegen.lower import derived_bytes
     env = environment(template_dir)
+    every = calls + (infer_calls or [])
     ctx = dict(
         net=net, NET=net.upper(), version=__version__, source=source, options=options, profile=profile,
-        calls=calls, kernels=[_render_kernel(env, c) for c in calls],
+        calls=calls, kernels=[_render_kernel(env, c) for c in every],
+        prepares=[_render_kernel(env, p) for c in every for p in c.prepare], derived_bytes=derived_bytes(every),
+        prepare_fns=[p.fn for c in every for p in c.prepare],
         forward=[c for c in calls if c.phase == "forward"], backward=[c for c in calls if c.phase == "backward"],
+        infer=infer_calls or [], infer_prepares=any(c.prepare for c in infer_calls or []), random=random,
         train=updates is not None, updates=updates or [],
         slots=[dict(index=s.index, name=s.name, cname=c_string(s.name), kind=s.kind, shape=s.shape,
                     size=_size(s.shape), ident=ident)
                for s, ident in zip(plan.slots, unique_idents([f"{s.kind}_{s.name}" for s in plan.slots]))],
         arena_bytes=plan.arena_bytes, lower_bound_bytes=plan.lower_bound_bytes,
         num_nodes=sum(1 for n in plan.graph.nodes if not n.is_variable),
-        node_names=[c_string(c.group) for c in calls] + [c_string(f"update:{u.param}") for u in updates or []],
+        node_names=[c_string(c.group) for c in calls] + [c_string(f"update:{u.param}") for u in updates or []]
+        + [c_string(c.group) for c in infer_calls or []],
     )
     return CSource(c=env.get_template("net.c.j2").render(**ctx), h=env.get_template("net.h.j2").render(**ctx),
                    cdef=env.get_template("cdef.h.j2").render(**ctx),

@@ -101,3 +101,31 @@ def elementwise_loop(what: str, out_shape: tuple, operands: list[tuple[str, tupl
         args = [f"{name}[{index_expr(st, vars_)}]" for (name, _), st in zip(operands, sts[1:])]
         return [f"out[{index_expr(sts[0], vars_)}] = {expr(args)}"]
     return loops_vars(what, ext, body)
+
+
+def reduce_to_vars(what: str, full: tuple, target: tuple, operands: list[tuple[str, tuple]], expr) -> dict:
+    """Variables of `kernels/reduce.c.j2` for `out[target] = sum of expr(operand elements)` over the positions
+    of `full` that broadcast to each element of `target` (right-aligned; a 1 in target is summed over): the
+    gradient of an operand that a broadcasting op stretched. Operands are (cname, strides over `full`);
+    sums in double. Loops over the kept dimensions are outer (parallel when big), the summed ones inner."""
+    n = len(full)
+    t = (1,) * (n - len(target)) + tuple(target)
+    red = [d for d in range(n) if t[d] == 1 and full[d] != 1]
+    kept = [d for d in range(n) if d not in red]
+    tst = strides(t)
+    outer_ext, outer_st = merge_loops(tuple(full[d] for d in kept),
+                                      [tuple(st[d] for d in kept) for _, st in operands] + [tuple(tst[d] for d in kept)])
+    inner_ext, inner_st = merge_loops(tuple(full[d] for d in red), [tuple(st[d] for d in red) for _, st in operands])
+    if prod(outer_ext) == 1:
+        outer_ext, outer_st = (), [()] * (len(operands) + 1)
+    if prod(inner_ext) == 1:
+        inner_ext, inner_st = (), [()] * len(operands)
+    outer, ovars, body = loop_nest(outer_ext, "o", 1 if outer_ext else 2)   # no outer loop: a bare block
+    inner, ivars, inner_body = loop_nest(inner_ext, "r", len(body) // 4)
+    args = [f"{name}[{index_expr(ost + ist, ovars + ivars)}]"
+            for (name, _), ost, ist in zip(operands, outer_st, inner_st)]
+    return dict(what=what, bare_block=not outer_ext, outer=outer, inner=inner, body_indent=body,
+                inner_indent=inner_body, close_indent=outer[-1]["indent"] if outer else "    ",
+                acc_type="double", init="0.0", step=f"acc += {expr(args)}", finish="(float)acc",
+                out_index=index_expr(outer_st[-1], ovars),
+                parallel=bool(outer_ext) and prod(full) >= PARALLEL_MIN_ELEMENTS, collapse=max(1, len(outer_ext)))

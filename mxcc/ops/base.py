@@ -17,6 +17,11 @@ An OpDef is plain data plus plain functions. Passes ask it questions (`fusion`, 
   **attrs)` from `g.ograd(i)`, `g.input(name)`, `g.output(i)`, for the inputs `g.needs(name)` (passes/autodiff.py).
 - `workspace(attrs, ins, outs) -> int`: scratch bytes the kernel needs while it runs (im2col buffers...);
   the planner places them in the arena, live for that one step, and the kernel sees a `workspace` pointer.
+- `train_op(attrs) -> str | None`: the op a node of this op becomes when the graph trains (MXNet's
+  forward(is_train=True)): BatchNorm -> `_train_BatchNorm` (batch statistics), Dropout -> `_train_Dropout`
+  (a mask); None (or no train_op) keeps the op. Applied by passes/train_mode.py.
+- `mutates(attrs) -> tuple[str, ...]`: inputs the kernel writes in place (MXNet's FMutateInputs: the moving
+  statistics `_backward_BatchNorm` updates); the kernel sees them as writable pointers.
 """
 from __future__ import annotations
 
@@ -47,6 +52,7 @@ class EpilogueStep:
     lo: float = 0.0
     hi: float = 0.0
     residual: bool = False
+    batch_norm: bool = False     # inference BatchNorm folded in: per-channel scale/shift computed at bind time
 
 
 class ShapeCtx:
@@ -120,7 +126,12 @@ class OpDef:
     hidden_outputs: int | Callable[[Any], int] = 0   # trailing outputs not visible to users (Dropout's mask);
                                           # a function of the attrs where the count varies (Pooling, BatchNorm)
     workspace: Callable | None = None     # (attrs, in_types, out_types) -> scratch bytes (e.g. im2col)
+    epilogue_axis: int | None = None      # ANCHOR: the output axis its per-channel epilogue vectors index
+                                          # (FullyConnected: -1, columns; Convolution: 1): BatchNorm folds there
     grad: Callable | None = None          # (attrs, g: GradCtx) -> {input name: gradient Ref}; see autodiff.py
+    train_op: Callable[[Any], str | None] | None = None   # the op this node becomes in a training graph
+    mutates: Callable[[Any], tuple[str, ...]] = _no_aux   # inputs written in place (FMutateInputs)
+    random: bool = False                  # draws from the context's counter RNG (ctx->rng_seed, rng_step)
     doc: str = ""
     symbol_args: tuple[str, ...] = field(default=())   # positional order for the Symbol API
 

@@ -5,6 +5,9 @@ one slice of slice_axis is `outer` rows of contiguous floats at a constant colum
 lower to `kernels/copy_rows.c.j2`: one memcpy per row (one in all when outer == 1).
 SliceChannel is multi-output (`output0`, `output1`, ... as MXNet names them); with squeeze_axis the split
 axis (of size num_outputs) is dropped.
+Gradients are the same copies the other way: `_backward_Concat` splits the output gradient (one kernel for
+every input), SliceChannel's is a Concat of its outputs' gradients, `_backward_slice_axis` zero-fills and
+copies the slice back.
 """
 from __future__ import annotations
 
@@ -69,12 +72,52 @@ def _concat_lower(a: ConcatAttrs, k):
                             f"{name} -> out[..., {off}:{off + n}, ...]"))
         off += n
     return "kernels/copy_rows.c.j2", dict(what=f"concatenate {a.num_args} inputs along dim {ax} into {list(out)}",
-                                          copies=copies)
+                                          copies=copies, zero=0)
+
+
+def _concat_grad(a: ConcatAttrs, g):
+    outs = g.emit("_backward_Concat", [g.ograd()], num_args=a.num_args, dim=a.dim,
+                  sizes=tuple(g.type_of(g.input(n)).shape[norm_axis(a.dim, len(g.type_of(g.ograd()).shape), None)]
+                              for n in _concat_inputs(a)))
+    return dict(zip(_concat_inputs(a), outs))
 
 
 CONCAT = register(OpDef(
     name="Concat", aliases=("concat",), attrs=ConcatAttrs, inputs=_concat_inputs, infer=_concat_infer,
-    fusion=Fusion.INJECTIVE, lower=_concat_lower, doc=__doc__))
+    fusion=Fusion.INJECTIVE, lower=_concat_lower, grad=_concat_grad, doc=__doc__))
+
+
+@dataclass(frozen=True)
+class ConcatBackwardAttrs:
+    num_args: int
+    dim: int
+    sizes: tuple[int, ...]        # each input's extent along dim
+
+
+def _concat_bwd_infer(a: ConcatBackwardAttrs, s):
+    y = s.known("ograd")
+    ax = norm_axis(a.dim, len(y), s, input="ograd", what="dim")
+    return [y[:ax] + (n,) + y[ax + 1:] for n in a.sizes]
+
+
+def _concat_bwd_lower(a: ConcatBackwardAttrs, k):
+    y = k.in_type("ograd").shape
+    ax = norm_axis(a.dim, len(y), None)
+    outer, inner = _rows(y, ax)
+    names = ["out"] if a.num_args == 1 else [f"out{j}" for j in range(a.num_args)]
+    copies, off = [], 0
+    for name, n in zip(names, a.sizes):
+        copies.append(_copy(name, 0, n * inner, "ograd", off * inner, y[ax] * inner, outer, n * inner,
+                            f"ograd[..., {off}:{off + n}, ...] -> {name}"))
+        off += n
+    return "kernels/copy_rows.c.j2", dict(what=f"Concat backward: split ograd{list(y)} along dim {ax}", copies=copies,
+                                          zero=0)
+
+
+CONCAT_BACKWARD = register(OpDef(
+    name="_backward_Concat", attrs=ConcatBackwardAttrs, inputs=lambda a: ("ograd",), infer=_concat_bwd_infer,
+    output_names=lambda a: tuple(f"arg{i}_grad" for i in range(a.num_args)), fusion=Fusion.INJECTIVE,
+    lower=_concat_bwd_lower))
 
 # ------------------------------------------------------------------------------------------ SliceChannel
 
@@ -119,13 +162,23 @@ def _split_lower(a: SliceChannelAttrs, k):
                     f"data[..., {j * piece}:{(j + 1) * piece}, ...] -> {name}")
               for j, name in enumerate(names)]
     return "kernels/copy_rows.c.j2", dict(what=f"split data{list(x)} along axis {ax} into {a.num_outputs} parts",
-                                          copies=copies)
+                                          copies=copies, zero=0)
+
+
+def _split_grad(a: SliceChannelAttrs, g):
+    x = g.type_of(g.input("data")).shape
+    ax = norm_axis(a.axis, len(x), None)
+    piece = x[:ax] + (x[ax] // a.num_outputs,) + x[ax + 1:]
+    parts = [g.ograd(i) for i in range(a.num_outputs)]
+    if a.squeeze_axis:
+        parts = [g.emit("_reshape_to", [p], shape=piece)[0] for p in parts]
+    return {"data": g.emit("Concat", parts, num_args=a.num_outputs, dim=ax)[0]}
 
 
 SLICE_CHANNEL = register(OpDef(
     name="SliceChannel", aliases=("split",), attrs=SliceChannelAttrs, inputs=lambda a: ("data",),
     output_names=lambda a: tuple(f"output{i}" for i in range(a.num_outputs)), infer=_split_infer,
-    fusion=Fusion.INJECTIVE, lower=_split_lower, doc=__doc__))
+    fusion=Fusion.INJECTIVE, lower=_split_lower, grad=_split_grad, doc=__doc__))
 
 # -------------------------------------------------------------------------------------------- slice_axis
 
@@ -160,9 +213,36 @@ def _slice_lower(a, k):
     outer, inner = _rows(x, ax)
     copy = _copy("out", 0, (e - b) * inner, "data", b * inner, x[ax] * inner, outer, (e - b) * inner,
                  f"data[..., {b}:{e}, ...]")
-    return "kernels/copy_rows.c.j2", dict(what=f"slice axis {ax} of data{list(x)} to [{b}, {e})", copies=[copy])
+    return "kernels/copy_rows.c.j2", dict(what=f"slice axis {ax} of data{list(x)} to [{b}, {e})", copies=[copy],
+                                          zero=0)
+
+
+def _slice_grad(a: SliceAxisAttrs, g):
+    shape = g.type_of(g.input("data")).shape
+    return {"data": g.emit("_backward_slice_axis", [g.ograd()], axis=a.axis, begin=a.begin, end=a.end,
+                           data_shape=shape)[0]}
 
 
 SLICE_AXIS = register(OpDef(
     name="slice_axis", attrs=SliceAxisAttrs, inputs=lambda a: ("data",), infer=_slice_infer,
-    fusion=Fusion.INJECTIVE, lower=_slice_lower, doc=__doc__))
+    fusion=Fusion.INJECTIVE, lower=_slice_lower, grad=_slice_grad, doc=__doc__))
+
+
+@dataclass(frozen=True)
+class SliceAxisBackwardAttrs(SliceAxisAttrs):
+    data_shape: tuple[int, ...] = ()
+
+
+def _slice_bwd_lower(a: SliceAxisBackwardAttrs, k):
+    x = tuple(a.data_shape)
+    ax, b, e = _slice_range(a, x, None)
+    outer, inner = _rows(x, ax)
+    copy = _copy("out", b * inner, x[ax] * inner, "ograd", 0, (e - b) * inner, outer, (e - b) * inner,
+                 f"ograd -> out[..., {b}:{e}, ...]")
+    return "kernels/copy_rows.c.j2", dict(what=f"slice_axis backward: zeros{list(x)} with [{b}, {e}) of axis {ax} "
+                                               f"from ograd", copies=[copy], zero=prod(x))
+
+
+SLICE_AXIS_BACKWARD = register(OpDef(
+    name="_backward_slice_axis", attrs=SliceAxisBackwardAttrs, inputs=lambda a: ("ograd",),
+    infer=lambda a, s: [tuple(a.data_shape)], fusion=Fusion.INJECTIVE, lower=_slice_bwd_lower))

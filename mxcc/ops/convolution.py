@@ -11,7 +11,7 @@ An ANCHOR: the GEMM epilogue adds the bias per output channel (a row of the GEMM
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from math import prod
 from typing import Literal, Optional
 
@@ -141,6 +141,67 @@ def _lower(a: ConvAttrs, k):
     )
 
 
+def _grad(a: ConvAttrs, g):
+    attrs = {f.name: getattr(a, f.name) for f in fields(ConvAttrs)}
+    outs = g.emit("_backward_Convolution", [g.ograd(), g.input("data"), g.input("weight")],
+                  data_grad=g.needs("data"), **attrs)
+    names = _bwd_outputs(ConvBackwardAttrs(**attrs, data_grad=g.needs("data")))
+    return {n[:-len("_grad")]: r for n, r in zip(names, outs)}
+
+
 CONVOLUTION = register(OpDef(
-    name="Convolution", attrs=ConvAttrs, inputs=_inputs, infer=_infer, fusion=Fusion.ANCHOR,
-    flops=_flops, lower=_lower, workspace=_workspace, doc=__doc__))
+    name="Convolution", attrs=ConvAttrs, inputs=_inputs, infer=_infer, fusion=Fusion.ANCHOR, epilogue_axis=1,
+    flops=_flops, lower=_lower, workspace=_workspace, grad=_grad, doc=__doc__))
+
+
+# -- backward: one kernel per layer computing (data_grad), weight_grad, (bias_grad) -----------------------
+@dataclass(frozen=True)
+class ConvBackwardAttrs(ConvAttrs):
+    data_grad: bool = True        # False for the first layer: nobody needs the gradient of the input
+
+
+def _bwd_outputs(a: ConvBackwardAttrs) -> tuple[str, ...]:
+    return (("data_grad",) if a.data_grad else ()) + ("weight_grad",) + (() if a.no_bias else ("bias_grad",))
+
+
+def _bwd_infer(a: ConvBackwardAttrs, s):
+    x, w = s.known("data"), s.known("weight")
+    return ([x] if a.data_grad else []) + [w] + ([] if a.no_bias else [(a.num_filter,)])
+
+
+def _bwd_flops(a: ConvBackwardAttrs, ins, outs):
+    fwd = _flops(a, [ins[1]], [ins[0]])
+    return fwd * (2 if a.data_grad else 1)
+
+
+def _bwd_workspace(a: ConvBackwardAttrs, ins, outs) -> int:
+    return _workspace(a, [ins[1]], [ins[0]])
+
+
+def _bwd_lower(a: ConvBackwardAttrs, k):
+    x, y = k.in_type("data").shape, k.in_type("ograd").shape
+    kern, st, p, d = a.geometry()
+    g, c, o = a.num_group, x[1], a.num_filter
+    cg, og = c // g, o // g
+    hw, ohw, kk = prod(x[2:]), prod(y[2:]), prod(kern)
+    kind = path(a, x)
+    names = _bwd_outputs(a)
+    out = {n: (f"out{i}" if len(names) > 1 else "out") for i, n in enumerate(names)}
+    ck = cg * (kk if kind == "im2col" else 1)
+    desc = {"depthwise": "depthwise: the direct backward kernel (data scatter, weight sums per channel)",
+            "gemm": f"1x1: dweight_g ({og}, {cg}) += ograd[n]_g . data[n]_g^T, ddata[n]_g = weight_g^T . ograd[n]_g",
+            "im2col": f"dweight_g ({og}, {ck}) += ograd[n]_g ({og}, {ohw}) . im2col(data[n])_g^T; "
+                      f"ddata[n] = col2im(weight_g^T . ograd[n]_g)"}[kind]
+    return "kernels/conv2d_backward.c.j2", dict(
+        path=kind, batch=x[0], groups=g, m=og, n=ohw, k=ck, x_img=c * hw, y_img=o * ohw, w_grp=og * ck,
+        b_grp=ck * ohw if kind == "im2col" else cg * hw, y_grp=og * ohw,
+        geom=geom(c, x[2:], y[2:], kern, st, p, d) if kind != "gemm" else [],
+        dx=out.get("data_grad"), dw=out["weight_grad"], db=out.get("bias_grad"), out_channels=o,
+        parallel=int(x[0] * c * ohw * (kk if kind == "im2col" else 1) >= PARALLEL_MIN_ELEMENTS),
+        what=f"{desc}; stride {st} pad {p} dilate {d} groups {g}")
+
+
+CONVOLUTION_BACKWARD = register(OpDef(
+    name="_backward_Convolution", attrs=ConvBackwardAttrs, inputs=lambda a: ("ograd", "data", "weight"),
+    output_names=_bwd_outputs, infer=_bwd_infer, fusion=Fusion.OPAQUE, flops=_bwd_flops, lower=_bwd_lower,
+    workspace=_bwd_workspace))

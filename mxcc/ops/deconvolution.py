@@ -9,10 +9,13 @@ output is the target. `no_bias` defaults to True, as in MXNet 1.x.
 An ANCHOR: a fused residual and activation run with the bias after col2im (or in the GEMM epilogue on the 1x1 path).
 Lowered to kernels/deconv2d.c.j2: one GEMM per image and group into the workspace, then col2im
 (runtime_c/conv/); 1x1 kernels with stride 1 and no padding skip col2im.
+Backward (`_backward_Deconvolution`, one kernel per layer): per image, dcols = im2col(ograd[n]) with the
+forward's col2im geometry, then per group ddata_g = weight_g . dcols_g and dweight_g += data_g . dcols_g^T;
+dbias = the sums of ograd per channel.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from math import prod
 from typing import Literal, Optional
 
@@ -141,6 +144,53 @@ def _lower(a: DeconvAttrs, k):
     )
 
 
+def _grad(a: DeconvAttrs, g):
+    attrs = {f.name: getattr(a, f.name) for f in fields(DeconvAttrs)}
+    outs = g.emit("_backward_Deconvolution", [g.ograd(), g.input("data"), g.input("weight")],
+                  data_grad=g.needs("data"), **attrs)
+    names = _bwd_outputs(DeconvBackwardAttrs(**attrs, data_grad=g.needs("data")))
+    return {n[:-len("_grad")]: r for n, r in zip(names, outs)}
+
+
 DECONVOLUTION = register(OpDef(
-    name="Deconvolution", attrs=DeconvAttrs, inputs=_inputs, infer=_infer, fusion=Fusion.ANCHOR,
-    flops=_flops, lower=_lower, workspace=_workspace, doc=__doc__))
+    name="Deconvolution", attrs=DeconvAttrs, inputs=_inputs, infer=_infer, fusion=Fusion.ANCHOR, epilogue_axis=1,
+    flops=_flops, lower=_lower, workspace=_workspace, grad=_grad, doc=__doc__))
+
+
+@dataclass(frozen=True)
+class DeconvBackwardAttrs(DeconvAttrs):
+    data_grad: bool = True
+
+
+def _bwd_outputs(a: DeconvBackwardAttrs) -> tuple[str, ...]:
+    return (("data_grad",) if a.data_grad else ()) + ("weight_grad",) + (() if a.no_bias else ("bias_grad",))
+
+
+def _bwd_infer(a: DeconvBackwardAttrs, s):
+    x, w = s.known("data"), s.known("weight")
+    return ([x] if a.data_grad else []) + [w] + ([] if a.no_bias else [(a.num_filter,)])
+
+
+def _bwd_lower(a: DeconvBackwardAttrs, k):
+    x, y = k.in_type("data").shape, k.in_type("ograd").shape
+    kern, st, p, adj, d, out = geometry(a, x)
+    g, c, o = a.num_group, x[1], a.num_filter
+    cg, og, kk, hw, ohw = c // g, o // g, prod(kern), prod(x[2:]), prod(y[2:])
+    direct = _direct(a, x)
+    names = _bwd_outputs(a)
+    outv = {n: (f"out{i}" if len(names) > 1 else "out") for i, n in enumerate(names)}
+    return "kernels/deconv2d_backward.c.j2", dict(
+        path="gemm" if direct else "im2col", batch=x[0], groups=g, m=cg, n=hw, k=og * kk,
+        x_img=c * hw, y_img=o * ohw, w_grp=cg * og * kk, x_grp=cg * hw, c_grp=og * kk * hw,
+        geom=[] if direct else geom(o, y[2:], x[2:], kern, st, p, d), out_channels=o, ohw=ohw,
+        dx=outv.get("data_grad"), dw=outv["weight_grad"], db=outv.get("bias_grad"),
+        parallel=int(x[0] * o * ohw * kk >= PARALLEL_MIN_ELEMENTS),
+        what=f"dcols ({o * kk}, {hw}) = im2col(ograd[n]); ddata_g = weight_g ({cg}, {og * kk}) . dcols_g, "
+             f"dweight_g += data_g . dcols_g^T; kernel {kern} stride {st} pad {p} adj {adj} dilate {d} groups {g}")
+
+
+DECONVOLUTION_BACKWARD = register(OpDef(
+    name="_backward_Deconvolution", attrs=DeconvBackwardAttrs, inputs=lambda a: ("ograd", "data", "weight"),
+    output_names=_bwd_outputs, infer=_bwd_infer, fusion=Fusion.OPAQUE,
+    flops=lambda a, ins, outs: _flops(a, [ins[1]], [ins[0]]) * (2 if a.data_grad else 1), lower=_bwd_lower,
+    workspace=lambda a, ins, outs: _workspace(a, [ins[1]], [ins[0]])))

@@ -7,10 +7,14 @@ Both are the GEMM's TRANS/NO_TRANS cases on the stored arrays: no copy. The outp
 the left is not 1-d) followed by the N dims (if the right is not 1-d); 1-d . 1-d is a (1,) dot product.
 dot is an ANCHOR: an activation after it runs in the GEMM's tile epilogue.
 batch_dot: (B..., M, K) x (B..., K, N) with equal batch dims, one GEMM per batch entry.
+Backward (`_backward_dot`, one kernel for both operands, per batch entry for batch_dot): with dy (M, N),
+  d lhs = dy . op(rhs)^T   (stored transposed: op(rhs) . dy^T)
+  d rhs = op(lhs)^T . dy   (stored transposed: dy^T . op(lhs))
+each one GEMM on the stored arrays (the TRANS flags absorb every transpose: no copy).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from math import prod
 from typing import Literal, Optional
 
@@ -85,7 +89,7 @@ def _dot_flops(a, ins, outs):
 
 DOT = register(OpDef(
     name="dot", attrs=DotAttrs, inputs=lambda a: ("lhs", "rhs"), infer=_dot_infer, fusion=Fusion.ANCHOR,
-    flops=_dot_flops, lower=_dot_lower, doc=__doc__))
+    flops=_dot_flops, lower=_dot_lower, grad=lambda a, g: _grad(False)(a, g), doc=__doc__))
 
 # -------------------------------------------------------------------------------------------- batch_dot
 
@@ -128,4 +132,75 @@ def _batch_flops(a, ins, outs):
 
 BATCH_DOT = register(OpDef(
     name="batch_dot", attrs=DotAttrs, inputs=lambda a: ("lhs", "rhs"), infer=_batch_infer,
-    fusion=Fusion.ANCHOR, flops=_batch_flops, lower=_batch_lower, doc=__doc__))
+    fusion=Fusion.ANCHOR, flops=_batch_flops, lower=_batch_lower, grad=lambda a, g: _grad(True)(a, g), doc=__doc__))
+
+
+# -- backward ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DotBackwardAttrs(DotAttrs):
+    batched: bool = False            # batch_dot
+    lhs_grad: bool = True
+    rhs_grad: bool = True
+
+
+def _grad(batched: bool):
+    def grad(a: DotAttrs, g):
+        attrs = {f.name: getattr(a, f.name) for f in fields(DotAttrs)}
+        outs = g.emit("_backward_dot", [g.ograd(), g.input("lhs"), g.input("rhs")], batched=batched,
+                      lhs_grad=g.needs("lhs"), rhs_grad=g.needs("rhs"), **attrs)
+        return dict(zip([n for n in ("lhs", "rhs") if g.needs(n)], outs))
+    return grad
+
+
+def _bwd_outputs(a: DotBackwardAttrs):
+    return tuple(f"{n}_grad" for n, want in (("lhs", a.lhs_grad), ("rhs", a.rhs_grad)) if want)
+
+
+def _bwd_infer(a: DotBackwardAttrs, s):
+    return [s.known(n) for n, want in (("lhs", a.lhs_grad), ("rhs", a.rhs_grad)) if want]
+
+
+def _gemm(c: str, x: tuple[str, tuple, bool], y: tuple[str, tuple, bool]) -> dict:
+    """C = op(X) . op(Y) on stored row-major matrices X (xr, xc), Y (yr, yc): the GEMM call's arguments."""
+    (xn, (xr, xc), tx), (yn, (yr, yc), ty) = x, y
+    m, k = (xc, xr) if tx else (xr, xc)
+    n = yr if ty else yc
+    return dict(c=c, ta="MXCC_TRANS" if tx else "MXCC_NO_TRANS", tb="MXCC_TRANS" if ty else "MXCC_NO_TRANS",
+                m=m, n=n, k=k, a=xn, lda=xc, b=yn, ldb=yc, ldc=n)
+
+
+def _bwd_lower(a: DotBackwardAttrs, k):
+    l, r = k.in_type("lhs").shape, k.in_type("rhs").shape
+    if a.batched:
+        m, kk, _, n = _batch_split(a, l, r)
+        batch, ta, tb = prod(l[:-2]), a.transpose_a, a.transpose_b
+    else:
+        if len(l) == 1 and len(r) == 1:
+            m_dims, kk, n_dims = (1,), l[0], (1,)
+        else:
+            m_dims, kk, _, n_dims = _split_dot(a, l, r)
+        m, n, batch = prod(m_dims), prod(n_dims), 1
+        ta, tb = a.transpose_a and len(l) + len(r) > 2, a.transpose_b and len(l) + len(r) > 2
+    A, B, dy = ("lhs", (kk, m) if ta else (m, kk)), ("rhs", (n, kk) if tb else (kk, n)), ("ograd", (m, n))
+    names = _bwd_outputs(a)
+    out = {nm: (f"out{i}" if len(names) > 1 else "out") for i, nm in enumerate(names)}
+    gemms = []
+    if a.lhs_grad:   # d lhs = dy . op(rhs)^T, or stored transposed op(rhs) . dy^T
+        gemms.append(_gemm(out["lhs_grad"], (*B, tb), (*dy, True)) if ta else _gemm(out["lhs_grad"], (*dy, False), (*B, not tb)))
+    if a.rhs_grad:   # d rhs = op(lhs)^T . dy, or stored transposed dy^T . op(lhs)
+        gemms.append(_gemm(out["rhs_grad"], (*dy, True), (*A, ta)) if tb else _gemm(out["rhs_grad"], (*A, not ta), (*dy, False)))
+    strides = dict(lhs=m * kk, rhs=kk * n, ograd=m * n)
+    strides.update({out["lhs_grad"]: m * kk} if a.lhs_grad else {})
+    strides.update({out["rhs_grad"]: kk * n} if a.rhs_grad else {})
+    for gm in gemms:
+        gm.update(sa=strides[gm["a"]], sb=strides[gm["b"]], sc=strides[gm["c"]])
+    return "kernels/dot_backward.c.j2", dict(
+        batch=batch, gemms=gemms,
+        what=f"{'batch_' if a.batched else ''}dot backward: dy ({m}, {n}), lhs{'^T' if ta else ''} ({m}, {kk}), "
+             f"rhs{'^T' if tb else ''} ({kk}, {n}){f', {batch} batch entries' if batch > 1 else ''}")
+
+
+DOT_BACKWARD = register(OpDef(
+    name="_backward_dot", attrs=DotBackwardAttrs, inputs=lambda a: ("ograd", "lhs", "rhs"), output_names=_bwd_outputs,
+    infer=_bwd_infer, fusion=Fusion.OPAQUE, lower=_bwd_lower,
+    flops=lambda a, ins, outs: len(outs) * (_batch_flops if a.batched else _dot_flops)(a, ins[1:], ins[:1])))

@@ -190,7 +190,14 @@ CLIP = register(OpDef(
     name="clip", attrs=ClipAttrs, inputs=lambda a: ("data",), infer=_same_shape, fusion=Fusion.ELEMWISE,
     flops=elementwise_flops(2), inplace=True,
     c_expr=lambda a, xs: f"mxcc_clip({xs[0]}, {c_float(a.a_min)}, {c_float(a.a_max)})",
-    epilogue=lambda a: EpilogueStep(act="MXCC_ACT_CLIP", lo=a.a_min, hi=a.a_max)))
+    epilogue=lambda a: EpilogueStep(act="MXCC_ACT_CLIP", lo=a.a_min, hi=a.a_max),
+    grad=lambda a, g: {"data": g.emit("_backward_clip", [g.ograd(), g.input("data")], a_min=a.a_min,
+                                      a_max=a.a_max)[0]}))
+# MXNet's clip gradient: ograd inside [a_min, a_max] (bounds included), 0 outside
+register(OpDef(
+    name="_backward_clip", attrs=ClipAttrs, inputs=lambda a: ("ograd", "data"), infer=_grad_infer,
+    fusion=Fusion.ELEMWISE, flops=elementwise_flops(2), inplace=True,
+    c_expr=lambda a, xs: f"({xs[1]} < {c_float(a.a_min)} || {xs[1]} > {c_float(a.a_max)} ? 0.0f : {xs[0]})"))
 
 
 @dataclass(frozen=True)
@@ -220,4 +227,5 @@ def _add_n_infer(a: AddNAttrs, s):
 ADD_N = register(OpDef(
     name="add_n", aliases=("ElementWiseSum",), attrs=AddNAttrs, inputs=_add_n_inputs, infer=_add_n_infer,
     fusion=Fusion.ELEMWISE, flops=lambda a, ins, outs: (a.num_args - 1) * prod(outs[0].shape), inplace=True,
+    grad=lambda a, g: {n: g.ograd() for n in _add_n_inputs(a)},
     c_expr=lambda a, xs: "(" + " + ".join(xs) + ")"))

@@ -3,6 +3,8 @@
 Indices are float32, as MXNet feeds them: each is truncated toward zero and clipped to [0, input_dim - 1]
 (MXNet's TakeZeroAxisCPU<clip=true>), so out-of-range indices read the first or last row.
 The kernel is one row memcpy per index (`kernels/embedding.c.j2`).
+Backward (`_backward_Embedding`): weight_grad = zeros, then ograd's row i added to row index(i) for every
+index in order (repeated indices accumulate); the indices get no gradient, as in MXNet.
 """
 from __future__ import annotations
 
@@ -42,6 +44,23 @@ def _lower(a: EmbeddingAttrs, k):
                                           parallel=n * a.output_dim >= PARALLEL_MIN_ELEMENTS)
 
 
+def _grad(a: EmbeddingAttrs, g):
+    attrs = {k: getattr(a, k) for k in ("input_dim", "output_dim", "dtype", "sparse_grad")}
+    return {"weight": g.emit("_backward_Embedding", [g.ograd(), g.input("data")], **attrs)[0]}
+
+
 EMBEDDING = register(OpDef(
     name="Embedding", attrs=EmbeddingAttrs, inputs=lambda a: ("data", "weight"), infer=_infer,
-    fusion=Fusion.INJECTIVE, lower=_lower, doc=__doc__))
+    fusion=Fusion.INJECTIVE, lower=_lower, grad=_grad, doc=__doc__))
+
+
+def _bwd_lower(a: EmbeddingAttrs, k):
+    n = prod(k.in_type("data").shape)
+    return "kernels/embedding_backward.c.j2", dict(n=n, bound=c_float(a.input_dim), last=a.input_dim - 1,
+                                                   output_dim=a.output_dim, rows=a.input_dim)
+
+
+EMBEDDING_BACKWARD = register(OpDef(
+    name="_backward_Embedding", attrs=EmbeddingAttrs, inputs=lambda a: ("ograd", "data"),
+    infer=lambda a, s: [(a.input_dim, a.output_dim)], fusion=Fusion.OPAQUE, lower=_bwd_lower,
+    flops=lambda a, ins, outs: prod(ins[0].shape)))

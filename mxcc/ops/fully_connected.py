@@ -70,7 +70,7 @@ def _grad(a: FCAttrs, g):
 
 FULLY_CONNECTED = register(OpDef(
     name="FullyConnected", attrs=FCAttrs, inputs=_inputs, infer=_infer, fusion=Fusion.ANCHOR,
-    flops=_flops, lower=_lower, grad=_grad, doc=__doc__))
+    flops=_flops, lower=_lower, grad=_grad, epilogue_axis=-1, doc=__doc__))
 
 
 # -- backward: one kernel per layer computing (data_grad), weight_grad, (bias_grad) -----------------------

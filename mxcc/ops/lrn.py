@@ -4,6 +4,9 @@
 
 The channel window is clipped at the edges. MXNet lists a second output (`tmp_norm`, the normalizer,
 hidden); mxcc counts it and never stores it. Lowered to kernels/lrn.c.j2, parallel over (n, c) planes.
+Backward (`_backward_LRN`, MXNet's formula with the normalizer s recomputed from data):
+    ddata_j = ograd_j s_j^-beta - 2 alpha beta / nsize * data_j * sum_{c: |c - j| <= nsize // 2} ograd_c data_c s_c^(-beta - 1)
+two passes over the planes, the per-element s^-beta and ograd * data * s^(-beta-1) kept in the workspace.
 """
 from __future__ import annotations
 
@@ -48,4 +51,20 @@ def _lower(a: LRNAttrs, k):
 LRN = register(OpDef(
     name="LRN", attrs=LRNAttrs, inputs=lambda a: ("data",), infer=_infer, fusion=Fusion.OPAQUE,
     flops=lambda a, ins, outs: prod(outs[0].shape) * (2 * a.nsize + 4), lower=_lower,
-    output_names=lambda a: ("output", "tmp_norm"), hidden_outputs=1, doc=__doc__))
+    output_names=lambda a: ("output", "tmp_norm"), hidden_outputs=1,
+    grad=lambda a, g: {"data": g.emit("_backward_LRN", [g.ograd(), g.input("data")], nsize=a.nsize, alpha=a.alpha,
+                                      beta=a.beta, knorm=a.knorm)[0]}, doc=__doc__))
+
+
+def _bwd_lower(a: LRNAttrs, k):
+    v = _lower(a, k)[1]
+    v["what"] = "backward of " + v["what"]
+    v["coef"] = c_float(2.0 * a.alpha * a.beta / a.nsize)
+    v["n"] = prod(k.in_type("data").shape)
+    return "kernels/lrn_backward.c.j2", v
+
+
+LRN_BACKWARD = register(OpDef(
+    name="_backward_LRN", attrs=LRNAttrs, inputs=lambda a: ("ograd", "data"), infer=lambda a, s: [s.known("data")],
+    fusion=Fusion.OPAQUE, flops=lambda a, ins, outs: prod(outs[0].shape) * (3 * a.nsize + 8), lower=_bwd_lower,
+    workspace=lambda a, ins, outs: 2 * prod(outs[0].shape) * 4))

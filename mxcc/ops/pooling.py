@@ -11,7 +11,7 @@ Lowered to kernels/pool2d.c.j2: one loop nest over (N*C planes, OH, OW, window),
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from math import ceil, prod
 from typing import Literal, Optional
 
@@ -20,6 +20,7 @@ import numpy as np
 from mxcc.ops import register
 from mxcc.ops._spatial import CHANNEL_FIRST, LAYOUTS, check_layout, spatial
 from mxcc.ops.base import Fusion, OpDef, c_float
+from mxcc.types import TensorType
 
 PARALLEL_MIN_ELEMENTS = 1 << 15
 
@@ -127,7 +128,55 @@ def _lower(a: PoolAttrs, k):
     )
 
 
+def _grad(a: PoolAttrs, g):
+    ins = [g.ograd(), g.input("data"), g.output()] if _reads_values(a) else [g.ograd()]
+    attrs = {f.name: getattr(a, f.name) for f in fields(PoolAttrs)}
+    shape = g.type_of(g.input("data")).shape
+    return {"data": g.emit("_backward_Pooling", ins, data_shape=shape, **attrs)[0]}
+
+
 POOLING = register(OpDef(
     name="Pooling", attrs=PoolAttrs, inputs=lambda a: ("data",), infer=_infer, fusion=Fusion.OPAQUE,
     flops=_flops, lower=_lower, output_names=_outputs, hidden_outputs=lambda a: len(_outputs(a)) - 1,
-    doc=__doc__))
+    grad=_grad, doc=__doc__))
+
+
+# -- backward: the gradient of each window back to the inputs it read ---------------------------------------
+@dataclass(frozen=True)
+class PoolBackwardAttrs(PoolAttrs):
+    data_shape: tuple[int, ...] = ()     # the forward's input (avg/sum backward reads only the gradient)
+
+
+def _reads_values(a: PoolAttrs) -> bool:
+    """max and lp need the forward's input and output; avg and sum only the gradient."""
+    return a.pool_type in ("max", "lp")
+
+
+def _bwd_infer(a: PoolBackwardAttrs, s):
+    return [tuple(a.data_shape)]
+
+
+def _bwd_lower(a: PoolBackwardAttrs, k):
+    x, y = tuple(a.data_shape), k.in_type("ograd").shape
+    v = _lower(a, _Shapes(x, y))[1]
+    v["what"] = "backward of " + v["what"] + {"max": "; the gradient goes to the first maximum of each window (MXNet)",
+                                            "lp": "; d sqrt(sum x^2) = x / out", "avg": "", "sum": ""}[a.pool_type]
+    return "kernels/pool2d_backward.c.j2", v
+
+
+class _Shapes:
+    """The forward's LowerCtx view, for the backward's lowering (same loop bounds)."""
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def in_type(self, name):
+        return TensorType(self.x)
+
+    def out_type(self, i=0):
+        return TensorType(self.y)
+
+
+POOLING_BACKWARD = register(OpDef(
+    name="_backward_Pooling", attrs=PoolBackwardAttrs,
+    inputs=lambda a: ("ograd", "data", "output") if _reads_values(a) else ("ograd",), infer=_bwd_infer,
+    fusion=Fusion.OPAQUE, flops=lambda a, ins, outs: _flops(a, outs, ins), lower=_bwd_lower))

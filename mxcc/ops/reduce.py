@@ -6,6 +6,9 @@ reduces every axis *not* listed. Lowering merges adjacent kept and adjacent redu
 prints `kernels/reduce.c.j2`: outer loops over output elements, inner loops over the reduced ones.
 sum and mean accumulate in double (MXNet's sum reducer is Kahan-compensated; plain float32 would drift
 on long axes); max and min propagate NaN.
+Gradients (`_backward_reduce`, one broadcasting loop over the input's shape): sum spreads the output
+gradient, mean divides it by the count, max/min send it to every element equal to the result (ties all
+receive it, as MXNet does).
 """
 from __future__ import annotations
 
@@ -14,8 +17,9 @@ from math import prod
 from typing import Optional
 
 from mxcc.ops import register
-from mxcc.ops._util import PARALLEL_MIN_ELEMENTS, index_expr, loop_nest, merge_loops, strides
-from mxcc.ops.base import Fusion, OpDef
+from mxcc.ops._util import (PARALLEL_MIN_ELEMENTS, broadcast_strides, elementwise_loop, index_expr, loop_nest,
+                            merge_loops, strides)
+from mxcc.ops.base import Fusion, OpDef, elementwise_flops
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,43 @@ def _flops(a, ins, outs):
     return prod(ins[0].shape)
 
 
+def _grad(op: str):
+    def grad(a: ReduceAttrs, g):
+        ins = [g.ograd()] + ([g.input("data"), g.output()] if op in ("max", "min") else [])
+        shape = g.type_of(g.input("data")).shape
+        return {"data": g.emit("_backward_reduce", ins, reducer=op, axis=reduced_axes(a, shape), data_shape=shape)[0]}
+    return grad
+
+
 ALIASES = {"sum": ("sum_axis",), "mean": (), "max": ("max_axis",), "min": ("min_axis",)}
 OPS = {op: register(OpDef(name=op, aliases=ALIASES[op], attrs=ReduceAttrs, inputs=lambda a: ("data",),
-                          infer=_infer, fusion=Fusion.REDUCE, flops=_flops, lower=_lower(op), doc=__doc__))
+                          infer=_infer, fusion=Fusion.REDUCE, flops=_flops, lower=_lower(op), grad=_grad(op),
+                          doc=__doc__))
        for op in REDUCERS}
+
+
+@dataclass(frozen=True)
+class ReduceBackwardAttrs:
+    reducer: str                    # sum | mean | max | min
+    axis: tuple[int, ...]           # the reduced axes of the input (normalized)
+    data_shape: tuple[int, ...]
+
+
+def _bwd_lower(a: ReduceBackwardAttrs, k):
+    x = tuple(a.data_shape)
+    kept = tuple(1 if d in a.axis else n for d, n in enumerate(x))     # the result with keepdims
+    bst = broadcast_strides(kept, x)
+    n = prod(x[d] for d in a.axis)
+    operands = [("ograd", bst)] + ([("data", strides(x)), ("output", bst)] if a.reducer in ("max", "min") else [])
+    expr = {"sum": lambda v: v[0], "mean": lambda v: f"{v[0]} * {1.0 / n!r}f",
+            "max": lambda v: f"({v[1]} == {v[2]} ? {v[0]} : 0.0f)", "min": lambda v: f"({v[1]} == {v[2]} ? {v[0]} : 0.0f)"}
+    return "kernels/loops.c.j2", elementwise_loop(
+        f"{a.reducer} backward: out{list(x)} from ograd{list(kept)} broadcast over axes {list(a.axis)}", x, operands,
+        expr[a.reducer])
+
+
+REDUCE_BACKWARD = register(OpDef(
+    name="_backward_reduce", attrs=ReduceBackwardAttrs,
+    inputs=lambda a: ("ograd", "data", "output") if a.reducer in ("max", "min") else ("ograd",),
+    infer=lambda a, s: [tuple(a.data_shape)], fusion=Fusion.BROADCAST, flops=elementwise_flops(1),
+    lower=_bwd_lower))

@@ -28,7 +28,9 @@ def _flatten_infer(a, s):
     return [(x[0], prod(x[1:]))]
 
 
-def _flatten_grad(a, g):
+def view_grad(a, g):
+    """The gradient of a view (Flatten, Reshape, expand_dims, squeeze, identity): the output gradient
+    viewed in the input's shape (no copy)."""
     shape = g.type_of(g.input("data")).shape
     return {"data": g.emit("_reshape_to", [g.ograd()], shape=shape)[0]}
 
@@ -42,9 +44,8 @@ def _reshape_to_infer(a: ReshapeToAttrs, s):
 
 FLATTEN = register(OpDef(
     name="Flatten", aliases=("flatten",), attrs=NoAttrs, inputs=lambda a: ("data",),
-    infer=_flatten_infer, fusion=Fusion.INJECTIVE, view=True, grad=_flatten_grad, doc=__doc__))
+    infer=_flatten_infer, fusion=Fusion.INJECTIVE, view=True, grad=view_grad, doc=__doc__))
 
 RESHAPE_TO = register(OpDef(
     name="_reshape_to", attrs=ReshapeToAttrs, inputs=lambda a: ("data",), infer=_reshape_to_infer,
-    fusion=Fusion.INJECTIVE, view=True,
-    grad=lambda a, g: {"data": g.emit("_reshape_to", [g.ograd()], shape=g.type_of(g.input("data")).shape)[0]}))
+    fusion=Fusion.INJECTIVE, view=True, grad=view_grad))

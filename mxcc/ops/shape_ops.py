@@ -1,7 +1,8 @@
 """Shape operators: Reshape, expand_dims, squeeze, identity (_copy), BlockGrad, Cast and transpose.
 
 All but transpose are views of their input (no kernel, no copy; a copy kernel only when the view is a
-graph output). Reshape follows MXNet 1.9's InferReshapeShape code for code (0 copy, -1 infer, -2 copy
+graph output); their gradients are the output gradient viewed in the input's shape (BlockGrad's is zero),
+transpose's is the transpose by the inverse permutation. Reshape follows MXNet 1.9's InferReshapeShape code for code (0 copy, -1 infer, -2 copy
 the rest, -3 merge two, -4 split one into the next two codes, `reverse` from the right), and turns every
 code sequence MXNet would reject, misread or corrupt memory on into a ShapeError naming the node.
 transpose is a strided copy through the generic loop kernel (`kernels/loops.c.j2`).
@@ -15,6 +16,7 @@ from typing import Literal, Optional
 from mxcc.ops import register
 from mxcc.ops._util import elementwise_loop, norm_axis, strides
 from mxcc.ops.base import Fusion, OpDef
+from mxcc.ops.reshape import view_grad
 
 # ----------------------------------------------------------------------------------------------- Reshape
 
@@ -126,7 +128,7 @@ def _reshape_infer(a: ReshapeAttrs, s):
 
 RESHAPE = register(OpDef(
     name="Reshape", aliases=("reshape",), attrs=ReshapeAttrs, inputs=lambda a: ("data",), infer=_reshape_infer,
-    fusion=Fusion.INJECTIVE, view=True, doc=__doc__))
+    fusion=Fusion.INJECTIVE, view=True, grad=view_grad, doc=__doc__))
 
 # ------------------------------------------------------------------------------------ expand_dims, squeeze
 
@@ -169,10 +171,10 @@ def _squeeze_infer(a: SqueezeAttrs, s):
 
 EXPAND_DIMS = register(OpDef(
     name="expand_dims", attrs=ExpandDimsAttrs, inputs=lambda a: ("data",), infer=_expand_infer,
-    fusion=Fusion.INJECTIVE, view=True, doc=__doc__))
+    fusion=Fusion.INJECTIVE, view=True, grad=view_grad, doc=__doc__))
 SQUEEZE = register(OpDef(
     name="squeeze", attrs=SqueezeAttrs, inputs=lambda a: ("data",), infer=_squeeze_infer,
-    fusion=Fusion.INJECTIVE, view=True, doc=__doc__))
+    fusion=Fusion.INJECTIVE, view=True, grad=view_grad, doc=__doc__))
 
 # ---------------------------------------------------------------------------- identity, BlockGrad, Cast
 
@@ -201,13 +203,15 @@ def _same(a, s):
 
 IDENTITY = register(OpDef(
     name="_copy", aliases=("identity",), attrs=NoAttrs, inputs=lambda a: ("data",), infer=_same,
-    fusion=Fusion.INJECTIVE, view=True, doc="identity: out = data (a view)."))
+    fusion=Fusion.INJECTIVE, view=True, grad=view_grad, doc="identity: out = data (a view)."))
 BLOCK_GRAD = register(OpDef(
     name="BlockGrad", aliases=("stop_gradient",), attrs=NoAttrs, inputs=lambda a: ("data",), infer=_same,
-    fusion=Fusion.INJECTIVE, view=True, doc="BlockGrad: the identity forward; stops gradients (training)."))
+    fusion=Fusion.INJECTIVE, view=True, grad=lambda a, g: {},     # no gradient flows back: it is zero
+    doc="BlockGrad: the identity forward; stops gradients (training: the input's gradient is zero)."))
 CAST = register(OpDef(
     name="Cast", aliases=("cast",), attrs=CastAttrs, inputs=lambda a: ("data",), infer=_same,
-    fusion=Fusion.INJECTIVE, view=True, doc="Cast: float32 only (a view); other dtypes are an AttrError."))
+    fusion=Fusion.INJECTIVE, view=True, grad=view_grad,
+    doc="Cast: float32 only (a view); other dtypes are an AttrError."))
 
 # -------------------------------------------------------------------------------------------- transpose
 
@@ -243,6 +247,12 @@ def _transpose_lower(a, k):
         lambda xs: xs[0])
 
 
+def _transpose_grad(a, g):
+    perm = _perm(a, g.type_of(g.input("data")).shape)
+    inverse = tuple(perm.index(i) for i in range(len(perm)))
+    return {"data": g.emit("transpose", [g.ograd()], axes=inverse)[0]}
+
+
 TRANSPOSE = register(OpDef(
     name="transpose", attrs=TransposeAttrs, inputs=lambda a: ("data",), infer=_transpose_infer,
-    fusion=Fusion.INJECTIVE, lower=_transpose_lower, doc=__doc__))
+    fusion=Fusion.INJECTIVE, lower=_transpose_lower, grad=_transpose_grad, doc=__doc__))

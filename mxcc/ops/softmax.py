@@ -5,6 +5,9 @@ SoftmaxOutput's axis follows MXNet: channel axis 1 with multi_output, the last a
 otherwise the data flattened to (batch, rest). Its label is read only by training. SoftmaxActivation
 (deprecated in MXNet) is softmax over the flattened (batch, rest) (mode='instance') or over axis 1
 (mode='channel', data of at least 3 dims).
+Gradients: `_backward_softmax` reads the output y and the output gradient dy, per row of the axis:
+softmax dx = y * (dy - sum(dy * y)) / T, log_softmax dx = (dy - exp(y) * sum(dy)) / T (double sums).
+SoftmaxOutput's is `_backward_SoftmaxOutput` (the head gradient is ignored, as MXNet does).
 """
 from __future__ import annotations
 
@@ -140,14 +143,54 @@ SOFTMAX_OUTPUT_BACKWARD = register(OpDef(
 
 SOFTMAX = register(OpDef(
     name="softmax", attrs=SoftmaxAttrs, inputs=lambda a: ("data",), infer=_softmax_infer,
-    fusion=Fusion.OPAQUE, flops=_softmax_flops, lower=_softmax_lower(False), doc=__doc__))
+    fusion=Fusion.OPAQUE, flops=_softmax_flops, lower=_softmax_lower(False),
+    grad=lambda a, g: _softmax_grad(False, _axis_split)(a, g), doc=__doc__))
 LOG_SOFTMAX = register(OpDef(
     name="log_softmax", attrs=SoftmaxAttrs, inputs=lambda a: ("data",), infer=_softmax_infer,
-    fusion=Fusion.OPAQUE, flops=_softmax_flops, lower=_softmax_lower(True), doc=__doc__))
+    fusion=Fusion.OPAQUE, flops=_softmax_flops, lower=_softmax_lower(True),
+    grad=lambda a, g: _softmax_grad(True, _axis_split)(a, g), doc=__doc__))
 SOFTMAX_OUTPUT = register(OpDef(
     name="SoftmaxOutput", aliases=("Softmax",), attrs=SoftmaxOutputAttrs,
     inputs=lambda a: ("data", "label"), labels=("label",), infer=_so_infer, fusion=Fusion.OPAQUE,
     flops=_softmax_flops, lower=_so_lower, loss=True, grad=_so_grad, doc=__doc__))
+
+
+# -- softmax / log_softmax / SoftmaxActivation backward --------------------------------------------------
+@dataclass(frozen=True)
+class SoftmaxBackwardAttrs:
+    outer: int                   # the tensor viewed as (outer, n, inner), softmax over n
+    n: int
+    inner: int
+    log: bool = False
+    temperature: Optional[float] = None
+
+
+def _softmax_grad(log: bool, split):
+    def grad(a, g):
+        outer, n, inner = split(a, g.type_of(g.output()).shape)
+        t = getattr(a, "temperature", None)
+        return {"data": g.emit("_backward_softmax", [g.ograd(), g.output()], outer=outer, n=n, inner=inner,
+                               log=log, temperature=None if t in (None, 1.0) else t)[0]}
+    return grad
+
+
+def _bwd_softmax_lower(a: SoftmaxBackwardAttrs, k):
+    v = _softmax_vars(a.outer, a.n, a.inner, None if a.temperature is None else c_float(a.temperature), a.log)
+    return "kernels/softmax_backward.c.j2", v
+
+
+SOFTMAX_BACKWARD = register(OpDef(
+    name="_backward_softmax", attrs=SoftmaxBackwardAttrs, inputs=lambda a: ("ograd", "output"),
+    infer=lambda a, s: [s.known("ograd")], fusion=Fusion.OPAQUE, flops=lambda a, ins, outs: 4 * prod(outs[0].shape),
+    lower=_bwd_softmax_lower))
+
+
+def _axis_split(a, shape):
+    return _split(shape, _axis(a, shape))
+
+
+def _sa_split(a, shape):
+    return _split(shape, 1) if a.mode == "channel" else (shape[0], prod(shape[1:]), 1)
 
 
 @dataclass(frozen=True)
@@ -170,4 +213,4 @@ def _sa_lower(a: SoftmaxActivationAttrs, k):
 
 SOFTMAX_ACTIVATION = register(OpDef(
     name="SoftmaxActivation", attrs=SoftmaxActivationAttrs, inputs=lambda a: ("data",), infer=_sa_infer,
-    fusion=Fusion.OPAQUE, flops=_softmax_flops, lower=_sa_lower, doc=__doc__))
+    fusion=Fusion.OPAQUE, flops=_softmax_flops, lower=_sa_lower, grad=_softmax_grad(False, _sa_split), doc=__doc__))

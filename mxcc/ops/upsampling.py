@@ -4,6 +4,9 @@ makes it as large as the first input times `scale`; several inputs are concatena
 
 Inputs are named arg0, arg1, ... (MXNet's names for nearest). 'bilinear' (a Deconvolution with a weight)
 is not supported. Lowered to kernels/upsampling.c.j2: one gather loop per input.
+Backward (`_backward_UpSampling`, one kernel for every input): each input pixel's gradient is the sum of the
+scale x scale block of the output gradient it was copied to (its channels' block, or every input reads
+the same channels with 'sum').
 """
 from __future__ import annotations
 
@@ -77,7 +80,38 @@ def _lower(a: UpSamplingAttrs, k):
         oh=y[2], ow=y[3], inputs=inputs, parallel=prod(y) >= PARALLEL_MIN_ELEMENTS)
 
 
+def _grad(a: UpSamplingAttrs, g):
+    attrs = {f: getattr(a, f) for f in ("scale", "sample_type", "num_args", "num_filter", "multi_input_mode")}
+    shapes = tuple(g.type_of(g.input(n)).shape for n in _inputs(a))
+    outs = g.emit("_backward_UpSampling", [g.ograd()], in_shapes=shapes, **attrs)
+    return dict(zip(_inputs(a), outs))
+
+
 UPSAMPLING = register(OpDef(
     name="UpSampling", attrs=UpSamplingAttrs, inputs=_inputs, infer=_infer, fusion=Fusion.INJECTIVE,
     flops=lambda a, ins, outs: prod(outs[0].shape) * (a.num_args - 1 if a.multi_input_mode == "sum" else 0),
-    lower=_lower, doc=__doc__))
+    lower=_lower, grad=_grad, doc=__doc__))
+
+
+@dataclass(frozen=True)
+class UpSamplingBackwardAttrs(UpSamplingAttrs):
+    in_shapes: tuple[tuple[int, ...], ...] = ()
+
+
+def _bwd_lower(a: UpSamplingBackwardAttrs, k):
+    y = k.in_type("ograd").shape
+    names = ["out"] if a.num_args == 1 else [f"out{i}" for i in range(a.num_args)]
+    inputs, off = [], 0
+    for name, x in zip(names, a.in_shapes):
+        inputs.append(dict(name=name, planes=x[0] * x[1], channels=x[1], h=x[2], w=x[3], hw=x[2] * x[3],
+                           scale=y[2] // x[2], c_off=off, out_c=y[1], ohw=y[2] * y[3]))
+        off += x[1] if a.multi_input_mode == "concat" else 0
+    return "kernels/upsampling_backward.c.j2", dict(
+        what=f"nearest upsampling x{a.scale} backward ({a.multi_input_mode}): block sums of ograd{list(y)}",
+        ow=y[3], inputs=inputs, parallel=prod(y) >= PARALLEL_MIN_ELEMENTS)
+
+
+UPSAMPLING_BACKWARD = register(OpDef(
+    name="_backward_UpSampling", attrs=UpSamplingBackwardAttrs, inputs=lambda a: ("ograd",),
+    output_names=lambda a: tuple(f"{n}_grad" for n in _inputs(a)), infer=lambda a, s: [tuple(x) for x in a.in_shapes],
+    fusion=Fusion.OPAQUE, lower=_bwd_lower, flops=lambda a, ins, outs: prod(ins[0].shape)))

@@ -15,6 +15,7 @@ from mxcc.passes.fuse import fuse
 from mxcc.passes.infer_shapes import bind, infer_shapes
 from mxcc.passes.plan_memory import plan_memory
 from mxcc.passes.remove_dropout import remove_dropout
+from mxcc.passes.train_mode import mode_dependent, train_mode
 
 # name, fn(graph, opts) -> graph, enabled(opts)
 PIPELINE_INFER = (
@@ -39,13 +40,17 @@ def run_pipeline(graph: Graph, shapes: dict, opts: CompileOptions, log=None, *, 
                  state_names: tuple[str, ...] = ()):
     """Graph + input shapes -> Plan. `log(name, seconds, nodes)` is called after each pass.
 
-    With opts.train the backward graph for `wrt` (default: every parameter) is appended by autodiff."""
+    With opts.train the backward graph for `wrt` (default: every parameter) is appended by autodiff, after
+    train_mode gave mode-dependent ops their training form (unless opts.is_train is False: then the
+    gradient is that of the inference function, MXNet's forward(is_train=False) + backward)."""
     t = time.perf_counter()
     g = infer_shapes(bind(graph), shapes)
     if log:
         log("infer_shapes", time.perf_counter() - t, len(g.nodes))
     if opts.train:
         t = time.perf_counter()
+        if opts.is_train:
+            g = train_mode(g)
         g = autodiff(dce(g), trainable(g) if wrt is None else wrt)
         if log:
             log("autodiff", time.perf_counter() - t, len(g.nodes))
@@ -62,5 +67,5 @@ def run_pipeline(graph: Graph, shapes: dict, opts: CompileOptions, log=None, *, 
     return plan
 
 
-__all__ = ["PIPELINE_INFER", "autodiff", "bind", "trainable", "dce", "fuse", "infer_shapes", "plan_memory", "remove_dropout",
-           "run_pipeline"]
+__all__ = ["PIPELINE_INFER", "autodiff", "bind", "trainable", "dce", "fuse", "infer_shapes", "mode_dependent",
+           "plan_memory", "remove_dropout", "run_pipeline", "train_mode"]

@@ -3,8 +3,9 @@
 Requires: bound, typed nodes (infer_shapes). Guarantees: `graph.groups` lists every operator node that needs
 a kernel exactly once, in topological order; each group's members run in order and only its last member's
 outputs leave the group. Rules:
-  - an ANCHOR (FullyConnected, Convolution) absorbs the single-reader ELEMWISE ops after it that its GEMM
-    epilogue can do, in the epilogue's order: a residual `elemwise_add`, then one activation/clip;
+  - an ANCHOR (FullyConnected, Convolution) absorbs the single-reader ops after it that its GEMM epilogue
+    can do, in the epilogue's order: an inference BatchNorm (folded: scale/shift per channel), a residual
+    `elemwise_add`, then one activation/clip;
   - a run of ELEMWISE ops where each value has exactly one reader becomes one loop;
   - a `view` op (Flatten, surviving Dropout) needs no kernel unless its output is a graph head (then it is a
     copy kernel of its own);
@@ -43,6 +44,18 @@ def fuse(graph: Graph, enabled: bool = True) -> Graph:
     return graph.with_nodes(graph.nodes, groups=tuple(groups))
 
 
+def _foldable_batch_norm(graph: Graph, anchor, members: list[int], bn) -> bool:
+    """An inference BatchNorm directly after an anchor, normalizing the axis the anchor's epilogue vectors
+    index, with its gamma/beta/moving stats bound by the host (read once at bind time)."""
+    step = bn.opdef.epilogue(bn.params) if bn.opdef.epilogue else None
+    axis = anchor.opdef.epilogue_axis
+    if step is None or not step.batch_norm or axis is None or graph.grads or len(members) != 1:
+        return False
+    ndim = len(bn.out_types[0].shape)
+    return (bn.params.axis % ndim == axis % ndim and bn.inputs[0].node == anchor.id
+            and all(graph.nodes[r.node].is_variable for r in bn.inputs[1:]))
+
+
 def _grow(graph: Graph, members: list[int], readers, heads, taken: set[int]) -> None:
     """Absorb readers while allowed; a reader's other inputs must already be computed (variables, or
     outputs of earlier groups), so the group can run where it starts."""
@@ -57,14 +70,19 @@ def _grow(graph: Graph, members: list[int], readers, heads, taken: set[int]) -> 
         ready = all(r.node in members or r.node in taken or graph.nodes[r.node].is_variable for r in nxt.inputs)
         if not ready or nxt.phase != anchor.phase:     # forward and backward run in separate entry points
             return
-        if nxt.opdef.fusion_of(nxt.params) is not Fusion.ELEMWISE or nxt.out_types[0] != graph.nodes[members[-1]].out_types[0]:
+        if nxt.out_types[0] != graph.nodes[members[-1]].out_types[0]:
+            return
+        if nxt.opdef.fusion_of(nxt.params) is not Fusion.ELEMWISE and not _foldable_batch_norm(graph, anchor, members, nxt):
             return
         if anchor.opdef.fusion_of(anchor.params) is Fusion.ANCHOR:
             # the GEMM epilogue order is fixed: (+ residual) then one activation
             step = nxt.opdef.epilogue(nxt.params) if nxt.opdef.epilogue else None
             if step is None or has_act:
                 return
-            if step.residual:
+            if step.batch_norm:
+                if len(members) != 1:
+                    return          # BN's scale/shift come first in the epilogue: only right after the GEMM
+            elif step.residual:
                 chain = Ref(members[-1], 0)
                 others = [r for r in nxt.inputs if r.key != chain.key]
                 if has_residual or len(nxt.inputs) != 2 or len(others) != 1 \

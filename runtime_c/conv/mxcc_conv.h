@@ -4,6 +4,8 @@
  *                              out (O, OD*OH*OW) = weight (O, C*KD*KH*KW) . columns   (one GEMM per group)
  *   mxcc_col2im_f32            the adjoint: columns summed back into an image (Deconvolution = W^T.X, col2im)
  *   mxcc_conv_depthwise_f32    direct depthwise convolution (groups == C_in == C_out), epilogue inline
+ *   mxcc_conv_depthwise_backward_f32   its gradients: data (a col2im-style scatter of ograd through the
+ *                              kernel taps) and weight (per channel, summed over the batch)
  *   mxcc_conv_epilogue_f32     the GEMM epilogue contract (mxcc_gemm.h) on channel planes (rows = channels)
  *
  * Every fast routine has a plain reference twin (`_ref`, same signature): the oracle of
@@ -50,6 +52,17 @@ void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x,
                              const mxcc_epilogue *ep, float *y, int parallel);
 void mxcc_conv_depthwise_f32_ref(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
                                  const mxcc_epilogue *ep, float *y, int parallel);
+
+/* Gradients of mxcc_conv_depthwise_f32 (no epilogue: the caller applied the activation's gradient):
+ *   dx (N, C, H, W) = sum over taps (kh, kw) of w[c, kh, kw] * dy[n, c, oh, ow] scattered to the input
+ *                     position it read (dx is overwritten; NULL: not wanted, e.g. the first layer)
+ *   dw (C, KH, KW)  = sum over n, oh, ow of dy[n, c, oh, ow] * x[n, c, ih, iw]   (overwritten)
+ * parallel: split the N*C planes (dx) and the C channels (dw) over OpenMP threads; each thread owns what it
+ * writes, so the sums never race and do not depend on the thread count. */
+void mxcc_conv_depthwise_backward_f32(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
+                                      const float *dy, float *dx, float *dw, int parallel);
+void mxcc_conv_depthwise_backward_f32_ref(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
+                                          const float *dy, float *dx, float *dw, int parallel);
 
 /* The epilogue of mxcc_gemm.h applied to y (rows, n), row r being channel row0 + r: scale/shift/bias are
  * per channel whatever ep->per_row says; the residual is indexed [(row0 + r) * ld_residual + j].

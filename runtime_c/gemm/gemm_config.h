@@ -18,7 +18,10 @@
  * 6 x 16 = 12 ymm accumulators (6 rows x 2 vectors of 8 lanes) + 2 ymm for the B row + 1 for the A
  * broadcast = 15 of the 16 ymm registers: the largest tile that fits AVX2 (BLIS haswell sgemm uses the
  * same). Per k step it issues 12 FMAs for 2 vector loads + 6 broadcasts, so two FMA ports stay busy.
- * 4 x 24 (also 12 accumulators, 3 + 4 loads) measured slower in the full GEMM, see docs/performance.md.
+ * Alternatives timed alone (k = 384, one B micro-panel against 288 rows of packed A, 1 thread, GFLOP/s,
+ * two runs; AVX2 FMA peak ~88 here): 6x16 87.6/88.3, 4x24 89.0/85.8, 12x8 87.7/74.8, 8x8 73.3/70.7.
+ * 6x16 and 4x24 tie; 16 columns waste nothing on the layer widths mxcc sees most (N = 64, 128, 512),
+ * where 24 would pad N = 64 and 128 by 11% (3 and 6 panels), so 6 x 16 stays.
  * The reference kernel uses the same MR x NR, so it reads the same packed panels and is the oracle of
  * the AVX2 kernel. A kernel with another tile needs its own MR/NR here and pack routines for it. */
 #define MXCC_GEMM_MR 6
@@ -29,10 +32,12 @@
  *     KC = 384 -> 24 KiB = half of the 48 KiB L1d, leaving the other half for the A micro-panel
  *     (6 x 384 x 4 = 9 KiB) and the C tile. Longer KC also amortizes the C load/store of each tile.
  * MC: the packed A block (MC x KC x 4 B) stays in L2 while the jr loop walks the B panel.
- *     MC = 144 -> 216 KiB, about a tenth of the 2 MiB L2. Larger MC (up to ~1 MiB of A) measured no
- *     faster, and a small MC gives two threads more blocks to share when M is a few hundred rows.
- * NC: the packed B panel (KC x NC x 4 B) is shared by all threads and lives in L2/L3.
- *     NC = 3072 -> 4.5 MiB; most layer shapes fit in one jc step, so B is packed once per pc. */
+ *     MC = 144 -> 216 KiB, about a tenth of the 2 MiB L2. MC = 72..576 and KC = 256..512 measured within
+ *     the machine's noise of each other on square and layer shapes (best of 5 alternating runs, 1 thread);
+ *     KC = 256 and MC = 72 were a few % slower on 1024^3.
+ * NC: the packed B panel (KC x NC x 4 B) lives in L2/L3 (each thread's share of it in a jr split).
+ *     NC = 3072 -> 4.5 MiB; most layer shapes fit in one jc step, so B is packed once per pc.
+ *     NC = 768..1536 measured within noise of 3072 on squares, FullyConnected and conv shapes (2 threads). */
 #define MXCC_GEMM_AVX2FMA_MC 144
 #define MXCC_GEMM_AVX2FMA_KC 384
 #define MXCC_GEMM_AVX2FMA_NC 3072
@@ -45,17 +50,22 @@
 #define MXCC_GEMM_REF_KC 256
 #define MXCC_GEMM_REF_NC 2048
 
-/* ---- small-M path (batch-1 inference) -------------------------------------------------------------------
- * M <= SMALLM_MAX with B transposed (FullyConnected weight, N x K): C = A . W^T as dot products of rows of
- * A with rows of W, no packing. Up to 8 rows the weight is read from memory once per 4-row group of W
- * and the packed path's B packing (a transpose of the whole weight) costs more than it saves. */
-#define MXCC_GEMM_SMALLM_MAX 8
+/* ---- small-M path (FullyConnected with a small batch) --------------------------------------------------
+ * M <= SMALLM_MAX with B transposed (the FullyConnected weight W, N x K): C = A . W^T as dot products of
+ * rows of A with rows of W, no packing (mxcc_ukernel_f32_rowdot_avx2fma). Each group of 4 rows of W is
+ * read once and meets all M rows of A, which stay in L1/L2. Measured against the packed path (1 thread,
+ * best of 3 alternating runs, GFLOP/s): M = 8, 784->128: 72 vs 35; M = 16: 79 vs 56; M = 32: 82 vs 65;
+ * M = 32, 800->512: 64 vs 57; M = 16, 4096->512: 58 vs 44. At M = 64 it still wins for N = 128 (82 vs 76)
+ * but loses for N = 512 (65 vs 73): A (M x K) no longer stays in L2 while W streams past it.
+ * SMALLM_MAX_A bounds A (M x K floats, 1 MiB = half the L2) for the same reason. */
+#define MXCC_GEMM_SMALLM_MAX 32
+#define MXCC_GEMM_SMALLM_MAX_A (1 << 18)
 
 /* ---- threading -----------------------------------------------------------------------------------------
- * Below MIN_FLOPS_PER_THREAD floating point operations per thread the fork/join and barrier cost
+ * Below MIN_FLOPS_PER_THREAD floating point operations per thread, the fork/join and barrier cost
  * (~1-3 us with libgomp) outweighs the split: the driver uses fewer threads (serial under 2x this).
- * SMALLM_MIN_WORK_PER_THREAD is the same for the small-M path, counted in weight elements (N x K). */
+ * The small-M path counts its work as 2 * max(M, 8) * N * K: below M = 8 it is bound by reading W, not by
+ * FMAs, and costs about as much as M = 8. */
 #define MXCC_GEMM_MIN_FLOPS_PER_THREAD (1 << 20)
-#define MXCC_GEMM_SMALLM_MIN_WORK_PER_THREAD (1 << 16)
 
 #endif /* MXCC_GEMM_CONFIG_H */

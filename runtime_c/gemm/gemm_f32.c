@@ -1,15 +1,17 @@
 /* mxcc_gemm_f32: the BLIS five-loop GEMM around one micro-kernel, the small-M path, and the workspace.
  *
- *   loop 5  jc  step NC  columns of C and B        B panel (KC x NC) packed once, shared by all threads
+ *   loop 5  jc  step NC  columns of C and B        B panel (KC x NC) packed once per pc step
  *   loop 4  pc  step KC  the K dimension           rank-KC updates; the epilogue runs after the last one
  *   loop 3  ic  step MC  rows of C and A           A block (MC x KC) packed per thread, lives in L2
  *   loop 2  jr  step NR  one B micro-panel         stays in L1 across loop 1
  *   loop 1  ir  step MR  one A micro-panel         -> micro-kernel on one MR x NR tile of C
  *
- * Threads: one `omp parallel` region per call. The team is split into ic_ways x jr_ways: rows of C
- * (loop 3) for large M, micro-panels of B (loop 2) when M is small. B packing is shared (each thread
- * packs some micro-panels, then a barrier); two B buffers alternate so one barrier per pc step suffices.
- * Serial when the problem is small or when called from inside a parallel region.
+ * Threads: one `omp parallel` region per call, the team split ic_ways x jr_ways (choose_ways): B
+ * micro-panels (loop 2) on 2 threads and whenever M is small, rows of C (loop 3) when the panels run
+ * short. Split only by panels, each thread packs just the B panels it multiplies (no barrier); split by
+ * rows, the team shares the packed B (each packs a slice, then a barrier; two B buffers alternate so one
+ * barrier per pc step suffices). Serial when the problem is small or when called from inside a
+ * parallel region. Small M with B transposed (FullyConnected) skips packing: see gemm_small_m.
  * This file alone chooses the ISA: AVX2+FMA kernels if the compiler targets them, else the reference.
  */
 #include <omp.h>
@@ -20,12 +22,16 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #define UKERNEL mxcc_ukernel_f32_6x16_avx2fma
 #define ROWDOT mxcc_ukernel_f32_rowdot_avx2fma
+#define PACK_A mxcc_pack_a_f32_avx2
+#define PACK_B mxcc_pack_b_f32_avx2
 #define MC MXCC_GEMM_AVX2FMA_MC
 #define KC MXCC_GEMM_AVX2FMA_KC
 #define NC MXCC_GEMM_AVX2FMA_NC
 #else
 #define UKERNEL mxcc_ukernel_f32_ref
 #define ROWDOT mxcc_ukernel_f32_rowdot_ref
+#define PACK_A mxcc_pack_a_f32
+#define PACK_B mxcc_pack_b_f32
 #define MC MXCC_GEMM_REF_MC
 #define KC MXCC_GEMM_REF_KC
 #define NC MXCC_GEMM_REF_NC
@@ -131,23 +137,31 @@ static const float *b_at(const gemm_problem *g, int p, int j)
     return g->trans_b ? g->B + j * g->ldb + p : g->B + p * g->ldb + j;
 }
 
-/* How a team of nt threads splits loop 3 (ic, rows) and loop 2 (jr, B micro-panels): the factorization
- * that wastes the fewest padded tiles, with a slight preference for rows because splitting jr makes
- * every thread of a row group pack the same A block. */
+/* How a team of nt threads splits loop 3 (ic, rows of C) and loop 2 (jr, B micro-panels). Score of a
+ * split = fraction of useful (unpadded) tiles per thread, times:
+ *  - 0.97 if rows are split (ic_ways > 1): those threads share the packed B, with a barrier per pc step
+ *    and reads of panels packed on the other core. With 2 threads, the jr split measured as fast or
+ *    faster on the FullyConnected shapes (best of 4-8 alternating runs: 146 vs 131 GFLOP/s at
+ *    256x128x784, 144 vs 134 at 100x512x800) and within noise on squares; it also has no barrier.
+ *  - 1 / (1 + 0.02 (jr_ways - 1)): every thread of a row group packs the same A block, which adds up
+ *    on many threads;
+ *  - min(1, panels per thread / 4): a thread with fewer than 4 B micro-panels re-packs A for little work. */
 static void choose_ways(int M, int N, int nt, int *ic_ways, int *jr_ways)
 {
     const int units_m = ceil_div(M, MR), units_n = ceil_div(min_int(N, NC), NR);
     double best = -1.0;
     *ic_ways = nt;
     *jr_ways = 1;
-    for (int a = nt; a >= 1; a--) {
+    for (int a = 1; a <= nt; a++) {
         if (nt % a != 0) {
             continue;
         }
         const int b = nt / a;
         const double eff_m = (double)units_m / (a * ceil_div(units_m, a));
         const double eff_n = (double)units_n / (b * ceil_div(units_n, b));
-        const double score = eff_m * eff_n * (b > 1 ? 0.97 : 1.0);
+        const double per_thread = (double)units_n / b;
+        double score = eff_m * eff_n * (a > 1 ? 0.97 : 1.0) / (1.0 + 0.02 * (b - 1));
+        score *= per_thread < 4.0 ? per_thread / 4.0 : 1.0;
         if (score > best) {
             best = score;
             *ic_ways = a;
@@ -156,10 +170,11 @@ static void choose_ways(int M, int N, int nt, int *ic_ways, int *jr_ways)
     }
 }
 
-/* The five loops, run by thread `tid` of a team of `nt` (nt == 1: serial, b_pack[0] == b_pack[1]).
- * a_pack: (MC, KC) this thread's; b_pack[2]: (KC, NC) shared by the team. */
+/* The five loops, run by thread `tid` of a team of `nt` split ic_ways x jr_ways (nt == 1: serial).
+ * a_pack: (MC, KC) this thread's; b_pack[2]: two (KC, NC) buffers shared by the team (the same buffer
+ * twice when serial). */
 static void gemm_loops(const gemm_problem *g, int nt, int tid, int ic_ways, int jr_ways,
-                       float *a_pack, float *const b_pack[2])
+                       float *a_pack, float *const b_pack[2], float *b_private)
 {
     const int M = g->M, N = g->N, K = g->K;
     /* balanced steps: K = 784 runs as 2 x 392, not 384 + 384 + 16 */
@@ -182,27 +197,39 @@ static void gemm_loops(const gemm_problem *g, int nt, int tid, int ic_ways, int 
         for (int pc = 0; pc < K; pc += kc_step, iter++) {
             const int kc = min_int(kc_step, K - pc);
             float *bp = b_pack[iter & 1];  /* (kc, nc) packed; alternates so one barrier is enough */
-            /* pack B[pc:pc+kc, jc:jc+nc]: every thread packs a share of the micro-panels */
+            /* this thread's B micro-panels in loop 2 */
             int q_begin, q_end;
-            split_range(panels_n, nt, tid, &q_begin, &q_end);
-            if (q_begin < q_end) {
-                mxcc_pack_b_f32(g->trans_b, kc, min_int(q_end * NR, nc) - q_begin * NR,
-                                b_at(g, pc, jc + q_begin * NR), (int)g->ldb, bp + (long)q_begin * NR * kc);
+            split_range(panels_n, jr_ways, tid % jr_ways, &q_begin, &q_end);
+            /* pack B[pc:pc+kc, jc:jc+nc]. When the team splits only loop 2 (ic_ways == 1), each thread packs
+             * just the micro-panels it multiplies: private, no barrier. Otherwise threads of different row
+             * groups need the same panels: each packs a slice, then a barrier. */
+            const int shared_b = ic_ways > 1;
+            int p_begin = q_begin, p_end = q_end;
+            if (shared_b) {
+                split_range(panels_n, nt, tid, &p_begin, &p_end);
+            } else {
+                /* NOTE: private panels go to this thread's own buffer: with no barrier, a team buffer would be
+                 * overwritten by a thread one jc block ahead while a slower one still reads it (the split
+                 * of the last, narrower block differs) */
+                bp = b_private - (long)q_begin * NR * kc;   /* so that bp + q * NR * kc is this thread's */
             }
-            if (nt > 1) {
+            if (p_begin < p_end) {
+                PACK_B(g->trans_b, kc, min_int(p_end * NR, nc) - p_begin * NR,
+                       b_at(g, pc, jc + p_begin * NR), (int)g->ldb, bp + (long)p_begin * NR * kc);
+            }
+            if (shared_b) {
                 /* B is complete; also, everyone has finished reading the other buffer (iteration - 1) */
 #pragma omp barrier
             }
             const int beta = pc == 0 ? g->beta : 1;
             const int last = pc + kc == K;
-            split_range(panels_n, jr_ways, tid % jr_ways, &q_begin, &q_end);
             if (q_begin == q_end) {
                 continue;
             }
             /* loop 3 (ic): MC-tall row blocks of this thread's rows */
             for (int ic = m_begin; ic < m_end; ic += mc_step) {
                 const int mc = min_int(mc_step, m_end - ic);
-                mxcc_pack_a_f32(g->trans_a, mc, kc, a_at(g, ic, pc), (int)g->lda, a_pack);
+                PACK_A(g->trans_a, mc, kc, a_at(g, ic, pc), (int)g->lda, a_pack);
                 /* loop 2 (jr): NR-wide micro-panels of the B panel (this thread's share) */
                 for (int q = q_begin; q < q_end; q++) {
                     const int jr = q * NR;
@@ -249,6 +276,13 @@ static void gemm_small_m(const gemm_problem *g, int nt)
 
 /* ---- entry point ------------------------------------------------------------------------------------- */
 
+/* as many threads (up to max_threads) as give each at least MXCC_GEMM_MIN_FLOPS_PER_THREAD */
+static int threads_for(double flops, int max_threads)
+{
+    const double fit = flops / MXCC_GEMM_MIN_FLOPS_PER_THREAD;
+    return fit < 2.0 ? 1 : (fit < max_threads ? (int)fit : max_threads);
+}
+
 /* K == 0: the product is empty, C = beta * C, then the epilogue */
 static void gemm_k0(const gemm_problem *g)
 {
@@ -275,7 +309,7 @@ static void gemm_serial_nested(const gemm_problem *g, mxcc_gemm_ws *ws)
         }
     }
     float *b_pack[2] = {ws->slots[s].b_pack, ws->slots[s].b_pack};
-    gemm_loops(g, 1, 0, 1, 1, ws->slots[s].a_pack, b_pack);
+    gemm_loops(g, 1, 0, 1, 1, ws->slots[s].a_pack, b_pack, ws->slots[s].b_pack);
     omp_unset_lock(&ws->slots[s].lock);
 }
 
@@ -297,17 +331,12 @@ void mxcc_gemm_f32(mxcc_gemm_ws *ws, int trans_a, int trans_b, int M, int N, int
     }
     /* threads: none inside a parallel region; otherwise as many as the work pays for */
     const int nested = omp_get_level() > 0;
-    const double flops = 2.0 * M * N * K;
-    int nt = nested ? 1 : min_int(omp_get_max_threads(), ws->nslots);
-    if (flops < (double)nt * MXCC_GEMM_MIN_FLOPS_PER_THREAD) {
-        nt = (int)(flops / MXCC_GEMM_MIN_FLOPS_PER_THREAD);
-        nt = nt < 1 ? 1 : nt;
-    }
+    const int small_m = M <= MXCC_GEMM_SMALLM_MAX && (long)M * K <= MXCC_GEMM_SMALLM_MAX_A && !trans_a && trans_b;
+    const double flops = 2.0 * (small_m && M < 8 ? 8 : M) * N * K;
+    const int nt = nested ? 1 : threads_for(flops, small_m ? omp_get_max_threads() : min_int(omp_get_max_threads(), ws->nslots));
 
-    if (M <= MXCC_GEMM_SMALLM_MAX && !trans_a && trans_b) {
-        const double work = (double)N * K;
-        int nt_small = nested ? 1 : min_int(omp_get_max_threads(), (int)(work / MXCC_GEMM_SMALLM_MIN_WORK_PER_THREAD));
-        gemm_small_m(&g, nt_small < 1 ? 1 : nt_small);
+    if (small_m) {
+        gemm_small_m(&g, nt);
         return;
     }
     if (nested) {
@@ -316,7 +345,7 @@ void mxcc_gemm_f32(mxcc_gemm_ws *ws, int trans_a, int trans_b, int M, int N, int
     }
     if (nt == 1) {
         float *b_pack[2] = {ws->slots[0].b_pack, ws->slots[0].b_pack};
-        gemm_loops(&g, 1, 0, 1, 1, ws->slots[0].a_pack, b_pack);
+        gemm_loops(&g, 1, 0, 1, 1, ws->slots[0].a_pack, b_pack, ws->slots[0].b_pack);
         return;
     }
     int ic_ways, jr_ways;
@@ -330,6 +359,6 @@ void mxcc_gemm_f32(mxcc_gemm_ws *ws, int trans_a, int trans_b, int M, int N, int
             choose_ways(M, N, team, &icw, &jrw);
         }
         float *b_pack[2] = {ws->slots[0].b_pack, ws->slots[team > 1 ? 1 : 0].b_pack};
-        gemm_loops(&g, team, tid, icw, jrw, ws->slots[tid].a_pack, b_pack);
+        gemm_loops(&g, team, tid, icw, jrw, ws->slots[tid].a_pack, b_pack, ws->slots[tid].b_pack);
     }
 }

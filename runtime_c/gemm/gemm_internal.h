@@ -21,6 +21,9 @@ extern "C" {
  *      = op(B)[k, q*NR + c]; columns past nc are zero. `b` points at op(B)[0, 0] of the block. */
 void mxcc_pack_a_f32(int trans_a, int mc, int kc, const float *a, int lda, float *ap);
 void mxcc_pack_b_f32(int trans_b, int kc, int nc, const float *b, int ldb, float *bp);
+/* The same with AVX2 register transposes for the gathering cases (pack_f32_avx2.c). */
+void mxcc_pack_a_f32_avx2(int trans_a, int mc, int kc, const float *a, int lda, float *ap);
+void mxcc_pack_b_f32_avx2(int trans_b, int kc, int nc, const float *b, int ldb, float *bp);
 
 /* ---- micro-kernels: one MR x NR tile of C over k --------------------------------------------------------
  *   C[0:m, 0:n] = (beta ? C[0:m, 0:n] : 0) + Ap[MR, k] . Bp[k, NR]  restricted to the valid m x n corner

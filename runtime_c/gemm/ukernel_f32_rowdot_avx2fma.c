@@ -1,9 +1,10 @@
 /* mxcc_ukernel_f32_rowdot_avx2fma: C[m, n] = A[m, k] . W[n, k]^T for small m, AVX2 + FMA intrinsics.
  *
- * The batch-1 FullyConnected: every output is the dot product of a row of A with a row of the weight,
- * and both rows are contiguous, so the k loop streams them with unit stride and no packing. The weight
- * (n x k) is the traffic: each group of 4 weight rows is read once and used by all m rows of A, which
- * sit in L1 (m x k x 4 B). Register tile: R rows of A x 4 rows of W, R = 3/2/1 -> 12/8/8 accumulators
+ * FullyConnected with a small batch (gemm_f32.c uses it up to m = 32): every output is the dot product
+ * of a row of A with a row of the weight, and both rows are contiguous, so the k loop streams them with
+ * unit stride and no packing. The weight (n x k) is the traffic: each group of 4 weight rows is read
+ * once and used by all m rows of A, which stay in L1/L2 (m x k x 4 B). Register tile: R rows of A x 4
+ * rows of W, R = 3/2/1 -> 12/8/8 accumulators; per 8 floats of k, 4 + R loads feed 4R FMAs.
  * (R = 1 keeps two accumulator sets over even/odd 8-float chunks so that 8 FMAs are in flight).
  * The k tail (k % 8) uses masked loads; a ragged last group of W rows repeats a valid row and drops
  * its results. Contract: gemm_internal.h. Compiled to nothing without AVX2+FMA.

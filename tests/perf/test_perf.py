@@ -16,8 +16,8 @@ import pytest
 from mxcc import cli
 from mxcc import perf as mperf
 from mxcc.flamegraph import render_svg
-from mxcc.stacks import (GLUE, UNKNOWN, Frame, Kernel, Timeline, attribute, base_name, folded_text, omp_parent,
-                         parse_folded, parse_perf_script)
+from mxcc.stacks import (GLUE, PHASES, UNKNOWN, Frame, Kernel, Timeline, attribute, attribute_train, base_name,
+                         folded_text, omp_parent, parse_folded, parse_perf_script)
 from mxcc_testing import DATA, needs_gcc
 
 KERNELS = [Kernel(0, "fullyconnected0", "mlp_fullyconnected0", ("fullyconnected0", "activation0"),
@@ -450,3 +450,97 @@ def test_pyspy_mlp(mlp_dir, tmp_path):
     report = (o / "layers.txt").read_text()
     assert all(k["function"] in report for k in _meta(mlp_dir)["kernels"])
     assert "python;mlp_forward;mlp_fullyconnected0" in (o / "stacks.folded").read_text()
+
+
+# -- training (#8) -----------------------------------------------------------------------------------------
+TRAIN_KERNELS = [Kernel(0, "fullyconnected0", "mlp_fullyconnected0", ("fullyconnected0",), ("FullyConnected",), 10),
+                 Kernel(1, "fullyconnected0_backward", "mlp_fullyconnected0_backward", (), (), 20, "backward"),
+                 Kernel(2, "update:w0", "mxcc_sgd_update_f32", (), (), 3, "update")]
+TRAIN = "/tmp/t/mlp_train"
+# master 200, worker 201; the timeline has fc0 [1000.000100, 1000.000200), its backward [..300, ..400) and
+# the update of w0 [..500, ..600) (seconds)
+TRAIN_SCRIPT = f"""\
+mlp_train   200/200  1000.000010000:    1001001 cpu-clock:
+\t            1000 mlp_load_batch+0x10 ({TRAIN})
+\t            2000 main+0x20 ({TRAIN})
+
+mlp_train   200/200  1000.000020000:    1001001 cpu-clock:
+\t            9000 inflate_fast+0x10 (/usr/lib/x86_64-linux-gnu/libz.so.1.3)
+\t               0 [unknown] ([unknown])
+
+mlp_train   200/200  1000.000150000:    1001001 cpu-clock:
+\t            c7a0 mxcc_gemm_f32+0x40 ({TRAIN})
+\t            27a0 mlp_fullyconnected0+0x50 ({TRAIN})
+\t            2a00 mlp_forward+0x30 ({TRAIN})
+\t            2b00 mlp_step+0x10 ({TRAIN})
+\t            2000 main+0x20 ({TRAIN})
+
+mlp_train   200/201  1000.000350000:    1001001 cpu-clock:
+\t            9c80 mxcc_gemm_f32._omp_fn.0+0x40 ({TRAIN})
+\t           1f7da [unknown] ({GOMP})
+
+mlp_train   200/200  1000.000550000:    1001001 cpu-clock:
+\t            5000 mxcc_sgd_update_f32+0x40 ({TRAIN})
+\t            2c00 mlp_update+0x30 ({TRAIN})
+\t            2b00 mlp_step+0x18 ({TRAIN})
+\t            2000 main+0x20 ({TRAIN})
+
+mlp_train   200/201  1000.000560000:    1001001 cpu-clock:
+\t            5100 mxcc_sgd_update_f32._omp_fn.0+0x40 ({TRAIN})
+\t           1f7da [unknown] ({GOMP})
+
+mlp_train   200/200  1000.000700000:    1001001 cpu-clock:
+\t            2000 main+0x90 ({TRAIN})
+"""
+
+
+def test_attribute_training_phases():
+    tl = Timeline.from_events([(0, 0, 1000_000_100_000, 1000_000_200_000), (1, 1, 1000_000_300_000, 1000_000_400_000),
+                               (2, 2, 1000_000_500_000, 1000_000_600_000)])
+    prof = attribute_train(parse_perf_script(TRAIN_SCRIPT), TRAIN_KERNELS, "mlp", tl)
+    assert dict(prof.phases) == {"data loading": 2, "forward": 1, "backward": 1, "update": 2, "other": 1}
+    assert [r.samples for r in prof.layers] == [1, 1, 2]
+    assert prof.forward == 4 and prof.total == 7
+    assert prof.folded == {"mlp_train;mlp_load_batch": 1, "mlp_train;mxcc_idx_read;inflate_fast": 1,
+                           "mlp_train;mlp_forward;mlp_fullyconnected0;mxcc_gemm_f32": 1,
+                           "mlp_train;mlp_backward;mlp_fullyconnected0_backward;mxcc_gemm_f32;"
+                           "mxcc_gemm_f32._omp_fn.0": 1,
+                           "mlp_train;mlp_update;mxcc_sgd_update_f32": 1,
+                           "mlp_train;mlp_update;mxcc_sgd_update_f32;mxcc_sgd_update_f32._omp_fn.0": 1,
+                           "mlp_train;main": 1}
+    # without a timeline the workers' samples are not placed, the master's are (by their stacks)
+    prof = attribute_train(parse_perf_script(TRAIN_SCRIPT), TRAIN_KERNELS, "mlp")
+    assert prof.phases["forward"] == 1 and prof.phases["update"] == 1 and prof.phases["other"] == 3
+
+
+@pytest.fixture(scope="module")
+def mlp_train_dir(tmp_path_factory):
+    import mxcc
+    d = tmp_path_factory.mktemp("perf") / "mlp_train"
+    mxcc.compile(str(DATA / "models" / "mlp" / "mlp-symbol.json"), {"X": (100, 784)}, train=True,
+                 optimizer=mxcc.optimizer.SGD(learning_rate=0.1, wd=1e-2, rescale_grad=0.01), out_dir=d)
+    return d
+
+
+@needs_perf
+def test_perf_record_training(mlp_train_dir, capsys):
+    assert cli.main(["perf", str(mlp_train_dir), "--train", "--epochs", "1"]) == 0
+    printed = capsys.readouterr().out
+    o = mlp_train_dir / "perf"
+    for f in ("perf.data", "timeline.bin", "stacks.folded", "flame.svg", "layers.txt"):
+        assert (o / f).stat().st_size > 0, f
+    report = (o / "layers.txt").read_text()
+    assert report in printed and re.search(r"epoch 0: [\d,]+ samples/sec, accuracy 0\.\d+", report)
+    folded = (o / "stacks.folded").read_text()
+    frames = {f for line in folded.splitlines() for f in line.rpartition(" ")[0].split(";")}
+    assert "mlp_load_batch" in frames
+    assert "mlp_backward" in frames and any(f.endswith("_backward") and f != "mlp_backward" for f in frames)
+    assert "mxcc_sgd_update_f32" in frames
+    shares = {m[1]: float(m[2]) for m in re.finditer(r"^(data loading|forward|backward|update|other)\s+[\d,]+\s+"
+                                                      r"([\d.]+)%", report, re.M)}
+    assert set(shares) == set(PHASES)
+    assert sum(shares.values()) == pytest.approx(100, abs=0.5)
+    assert shares["forward"] > 0 and shares["backward"] > 0 and shares["update"] > 0
+    for k in _meta(mlp_train_dir)["kernels"]:                            # backward kernels, update entries
+        assert re.search(rf"^{re.escape(k['name'])}\s+{k['phase']}\s", report, re.M), k["name"]
+    assert 'data-n="mlp_load_batch"' in (o / "flame.svg").read_text()

@@ -119,18 +119,28 @@ def test_ukernel_avx2_matches_ref_on_edge_matrix(gemm):
 # ---- packing -------------------------------------------------------------------------------------------
 
 
+PACK_A = ["mxcc_pack_a_f32", "mxcc_pack_a_f32_avx2"]
+GUARD = 16  # floats after the packed block that must stay untouched
+PACK_B = ["mxcc_pack_b_f32", "mxcc_pack_b_f32_avx2"]
+
+
+@pytest.mark.parametrize("pack", PACK_A)
 @pytest.mark.parametrize("trans", [0, 1], ids=["notrans", "trans"])
-def test_pack_a_layout_and_zero_padding(gemm, trans):
+def test_pack_a_layout_and_zero_padding(gemm, trans, pack):
+    """Portable and AVX2 packing against the layout built with numpy; ragged panels, k past 8-float steps."""
     ffi, lib = gemm
     MR = lib.MXCC_GEMM_MR
     rng = np.random.default_rng(2)
-    for mc, kc in [(1, 1), (5, 3), (6, 7), (7, 16), (13, 33), (18, 2)]:
+    for mc, kc in [(1, 1), (5, 3), (6, 7), (6, 8), (6, 9), (7, 16), (12, 17), (13, 33), (18, 2), (24, 64)]:
         lda = (mc if trans else kc) + 3
         A = rng.standard_normal((kc if trans else mc, lda)).astype(np.float32)
         opa = A[:kc, :mc].T if trans else A[:mc, :kc]  # (mc, kc)
         panels = -(-mc // MR)
-        ap = np.full(panels * MR * kc, np.nan, np.float32)
-        lib.mxcc_pack_a_f32(trans, mc, kc, fbuf(ffi, A), lda, fbuf(ffi, ap))
+        ap = np.full(panels * MR * kc + GUARD, np.nan, np.float32)  # NaN: every float must be written
+        ap[-GUARD:] = -7.0
+        getattr(lib, pack)(trans, mc, kc, fbuf(ffi, A), lda, fbuf(ffi, ap))
+        assert np.all(ap[-GUARD:] == -7.0), f"wrote past the packed block: mc={mc} kc={kc}"
+        ap = ap[:-GUARD]
         want = np.zeros((panels * MR, kc), np.float32)
         want[:mc] = opa
         # panel p, element (k, r) = op(A)[p*MR + r, k]
@@ -138,18 +148,22 @@ def test_pack_a_layout_and_zero_padding(gemm, trans):
         assert np.array_equal(ap, want), (mc, kc)
 
 
+@pytest.mark.parametrize("pack", PACK_B)
 @pytest.mark.parametrize("trans", [0, 1], ids=["notrans", "trans"])
-def test_pack_b_layout_and_zero_padding(gemm, trans):
+def test_pack_b_layout_and_zero_padding(gemm, trans, pack):
     ffi, lib = gemm
     NR = lib.MXCC_GEMM_NR
     rng = np.random.default_rng(3)
-    for kc, nc in [(1, 1), (3, 15), (7, 16), (16, 17), (33, 40), (2, 64)]:
+    for kc, nc in [(1, 1), (3, 15), (7, 16), (8, 16), (9, 32), (16, 17), (33, 40), (2, 64), (64, 48)]:
         ldb = (kc if trans else nc) + 3
         B = rng.standard_normal((nc if trans else kc, ldb)).astype(np.float32)
         opb = B[:nc, :kc].T if trans else B[:kc, :nc]  # (kc, nc)
         panels = -(-nc // NR)
-        bp = np.full(panels * NR * kc, np.nan, np.float32)
-        lib.mxcc_pack_b_f32(trans, kc, nc, fbuf(ffi, B), ldb, fbuf(ffi, bp))
+        bp = np.full(panels * NR * kc + GUARD, np.nan, np.float32)
+        bp[-GUARD:] = -7.0
+        getattr(lib, pack)(trans, kc, nc, fbuf(ffi, B), ldb, fbuf(ffi, bp))
+        assert np.all(bp[-GUARD:] == -7.0), f"wrote past the packed block: kc={kc} nc={nc}"
+        bp = bp[:-GUARD]
         want = np.zeros((kc, panels * NR), np.float32)
         want[:, :nc] = opb
         # panel q, element (k, c) = op(B)[k, q*NR + c]
@@ -161,11 +175,12 @@ def test_pack_b_layout_and_zero_padding(gemm, trans):
 
 
 def test_rowdot_avx2_and_ref_match_numpy(gemm):
-    """m = 1..SMALLM_MAX, n around the 4-row W tile, k around the 8/16-float steps, strided, beta 0/1."""
+    """m = 1..9 and up to SMALLM_MAX (3/2/1-row register tiles), n around the 4-row W tile, k around the
+    8/16-float steps, strided, beta 0/1."""
     ffi, lib = gemm
     rng = np.random.default_rng(4)
     for k in (1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 100):
-        for m in range(1, lib.MXCC_GEMM_SMALLM_MAX + 1):
+        for m in sorted({*range(1, 10), 13, 16, lib.MXCC_GEMM_SMALLM_MAX - 1, lib.MXCC_GEMM_SMALLM_MAX}):
             for n in (1, 2, 3, 4, 5, 7, 8, 9, 13):
                 a = padded(rng, m, k, 2)
                 w = padded(rng, n, k, 1)
@@ -184,8 +199,8 @@ def test_rowdot_avx2_and_ref_match_numpy(gemm):
 
 # ---- whole GEMM against numpy ---------------------------------------------------------------------------
 
-# (M, N, K): 1, primes, around MR = 6 and NR = 16 and their multiples, up to 70; M <= 8 with trans_b takes
-# the small-M path, the rest the packed path.
+# (M, N, K): 1, primes, around MR = 6 and NR = 16 and their multiples, up to 70; M <= 32 with only B
+# transposed takes the small-M path, the rest the packed path.
 SMALL_SIZES = [
     (1, 1, 1), (1, 16, 1), (6, 16, 1), (1, 1, 70), (2, 3, 5), (7, 17, 3), (5, 15, 2), (6, 16, 8),
     (6, 16, 9), (12, 32, 16), (13, 33, 17), (11, 13, 19), (23, 29, 31), (37, 41, 43), (47, 53, 59),
@@ -277,9 +292,31 @@ def test_workspace_with_fewer_slots_than_threads(gemm):
         lib.mxcc_gemm_ws_free(ws)
 
 
+def test_two_threads_repeated_calls_over_many_column_blocks(gemm):
+    """Regression: with the team splitting only B's micro-panels (no barrier), a thread one column block
+    ahead overwrote panels a slower thread was still reading (2-6% of calls wrong when N > NC and the last
+    block is narrower). Each call must equal numpy, every time."""
+    ffi, lib = gemm
+    ws = lib.mxcc_gemm_ws_create(2)
+    before = lib.omp_get_max_threads()
+    lib.omp_set_num_threads(2)
+    try:
+        rng = np.random.default_rng(9)
+        for M, N, K in [(16, 12544, 8), (8, 3136, 16), (32, 20000, 3)]:
+            A, lda, B, ldb, opa, opb = make_problem(rng, M, N, K, 0, 0)
+            want = opa @ opb
+            for _ in range(40):
+                C = np.full((M, N), np.nan, np.float32)
+                run_gemm(gemm, ws, 0, 0, M, N, K, A, lda, B, ldb, 0, C, N)
+                assert np.all(np.abs(C - want) <= gemm_bound(opa, opb, K))
+    finally:
+        lib.omp_set_num_threads(before)
+        lib.mxcc_gemm_ws_free(ws)
+
+
 # ---- epilogue ------------------------------------------------------------------------------------------
 
-# (M, N, K, ta, tb): the packed path with ragged tiles, and the small-M path (M <= 8, B transposed)
+# (M, N, K, ta, tb): the packed path with ragged tiles, and the small-M path (M <= 32, only B transposed)
 EPILOGUE_SHAPES = [(37, 45, 29, 0, 0), (13, 70, 40, 1, 1), (5, 37, 29, 0, 1), (1, 19, 64, 0, 1)]
 
 
@@ -345,7 +382,8 @@ def test_epilogue_every_activation(gemm, gemm_ws, act, per_row):
 def test_epilogue_each_part_alone(gemm, gemm_ws, threads, parts, per_row):
     """Each part on its own (NULL means 'nothing' for the others), beta 0, with relu."""
     rng = np.random.default_rng(10)
-    for shape in EPILOGUE_SHAPES + [(64, 128, 784, 0, 1)]:
+    # plus one problem per path big enough for 2 threads
+    for shape in EPILOGUE_SHAPES + [(64, 128, 784, 0, 1), (24, 150, 300, 0, 1)]:
         _epilogue_case(gemm, gemm_ws, rng, shape, "RELU", per_row, parts, 0)
 
 
