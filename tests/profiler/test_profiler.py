@@ -29,7 +29,7 @@ from mxcc.profiler_report import Stat, format_table, layer_name
 ROOT = Path(__file__).resolve().parents[2]
 MLP = ROOT / "tests" / "data" / "models" / "mlp"
 LENET = ROOT / "tests" / "data" / "models" / "lenet"
-MXNET_REF = ROOT.parent / "shared" / "mxnet-ref" / "profiler" / "lenet_profile_dumps.txt"
+MXNET_REF = ROOT / "tests" / "data" / "profiler" / "lenet_profile_dumps.txt"   # copied from shared/mxnet-ref
 EPS_US = 2e-3       # ts and dur are written with ns precision: a child's end may round 1-2 ns past its parent's
 
 
