@@ -51,6 +51,15 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--no-fuse", action="store_true", help="one kernel per node")
     c.add_argument("--no-plan", action="store_true", help="one arena range per intermediate (no reuse)")
     c.add_argument("--isa", default=None, help="gcc -march value (default: native)")
+    c.add_argument("--random-params", action="store_true",
+                   help="no weights at hand: Xavier-initialized params (seed 0; moving stats 0/1), for benchmarks")
+    c.add_argument("--no-profile", action="store_true", help="compile the profiler hooks out")
+    c.add_argument("--train", action="store_true",
+                   help="compile forward + backward + optimizer update (and <net>_train for classifiers)")
+    c.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd", help="with --train (default sgd)")
+    c.add_argument("--lr", type=float, default=0.1, help="with --train: learning rate (default 0.1)")
+    c.add_argument("--momentum", type=float, default=0.0, help="with --train and sgd (default 0)")
+    c.add_argument("--wd", type=float, default=0.0, help="with --train: weight decay (default 0)")
     c.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
     i = sub.add_parser("inspect", help="show fusion groups, buffer placement and memory totals (no build)")
@@ -97,13 +106,29 @@ def _compile(args) -> int:
     name = args.name or _default_name(args.net)
     out = args.out or os.path.join("build", name)
     t = time.perf_counter()
-    mod = mxcc.compile(args.net, shapes, args.params, out_dir=out, name=name, fuse=not args.no_fuse,
-                       plan=not args.no_plan, isa=args.isa)
+    params = args.params
+    if args.random_params:
+        if params:
+            raise MxccError("--params and --random-params exclude each other")
+        from mxcc.initializer import Xavier, init_params
+        arg, aux = init_params(mxcc.sym.load(args.net), shapes, Xavier(), seed=0)
+        params = {**arg, **{f"aux:{k}": v for k, v in aux.items()}}
+    train = {}
+    if args.train:
+        from mxcc.optimizer import SGD, Adam
+        batch = next(iter(shapes.values()))[0]
+        opt = (SGD(learning_rate=args.lr, momentum=args.momentum, wd=args.wd, rescale_grad=1.0 / batch)
+               if args.optimizer == "sgd" else Adam(learning_rate=args.lr, wd=args.wd, rescale_grad=1.0 / batch))
+        train = dict(train=True, optimizer=opt)
+    mod = mxcc.compile(args.net, shapes, params, out_dir=out, name=name, fuse=not args.no_fuse,
+                       plan=not args.no_plan, isa=args.isa, profile=not args.no_profile, **train)
     dt = time.perf_counter() - t
     print(f"compiled {args.net} -> {out}/ ({'cached' if mod.cached else 'built'} in {dt:.2f} s)")
     print(f"  inputs : {', '.join(f'{k}{v}' for k, v in mod.input_shapes.items())}")
     print(f"  outputs: {', '.join(f'{k}{v}' for k, v in mod.output_shapes.items())}")
     print(f"  python : mxcc.load({out!r}).forward(...)    bench: {out}/{mod.meta['bench']} --iters 1000")
+    if mod.meta.get("train_program"):
+        print(f"  train  : {out}/{mod.meta['train_program']} --images IDX --labels IDX --epochs 10")
     return 0
 
 
