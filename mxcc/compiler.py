@@ -196,7 +196,10 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
     `options`: CompileOptions fields (fuse, plan, isa, profile, train, ...). sanitize=True builds the
     executables with AddressSanitizer/UBSan and returns the output directory instead of a Module. With train=True the result is
     an Executor (forward/backward/update/step) whose update is `optimizer` (default SGD(learning_rate=0.01))
-    and `inputs_need_grad=True` also computes the gradients of the data inputs.
+    and `inputs_need_grad=True` also computes the gradients of the data inputs. Its forward runs in
+    training mode (BatchNorm batch statistics, Dropout masks; passes/train_mode.py) and its
+    forward(is_train=False) in inference mode (see _inference_variant); is_train=False differentiates the
+    inference function instead (MXNet's forward(is_train=False) + backward).
     """
     from mxcc.module import Module
     from mxcc.params import load_params

@@ -8,6 +8,7 @@ the data allows. The results are plain ints and C index expressions for `templat
 """
 from __future__ import annotations
 
+import hashlib
 from math import prod
 
 PARALLEL_MIN_ELEMENTS = 1 << 15   # as codegen/lower.py: below this an OpenMP fork costs more than the loop
@@ -129,3 +130,9 @@ def reduce_to_vars(what: str, full: tuple, target: tuple, operands: list[tuple[s
                 acc_type="double", init="0.0", step=f"acc += {expr(args)}", finish="(float)acc",
                 out_index=index_expr(outer_st[-1], ovars),
                 parallel=bool(outer_ext) and prod(full) >= PARALLEL_MIN_ELEMENTS, collapse=max(1, len(outer_ext)))
+
+
+def rng_stream(node: str) -> str:
+    """A random op's stream in the context's counter RNG (runtime_c/rng/mxcc_rng.h): 64 bits of
+    sha256(node name) as a C literal, stable across compiles and distinct per node."""
+    return f"0x{hashlib.sha256(node.encode()).hexdigest()[:16]}ull"

@@ -144,8 +144,7 @@ def _bwd_outputs(a: BNBackwardAttrs):
 
 
 def _bwd_infer(a: BNBackwardAttrs, s):
-    x = s.known("data")
-    c = (s.known("gamma"))
+    x, c = s.known("data"), s.known("gamma")
     return ([x] if a.data_grad else []) + [c, c]
 
 

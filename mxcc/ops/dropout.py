@@ -13,13 +13,12 @@ statistics and the consistency of output, mask and gradient instead.
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from math import prod
 from typing import Literal
 
 from mxcc.ops import register
-from mxcc.ops._util import index_expr, loops_vars, merge_loops, strides
+from mxcc.ops._util import index_expr, loops_vars, merge_loops, rng_stream, strides
 from mxcc.ops.base import Fusion, OpDef, c_float, elementwise_flops
 
 
@@ -43,11 +42,6 @@ def _infer(a: DropoutAttrs, s):
         if not -len(x) <= ax < len(x):
             s.fail(f"axes={a.axes}: axis {ax} is out of range for data {x}", input="data")
     return [x, x]
-
-
-def rng_stream(node: str) -> str:
-    """The node's RNG stream: 64 bits of sha256(name), as a C literal (stable across compiles)."""
-    return f"0x{hashlib.sha256(node.encode()).hexdigest()[:16]}ull"
 
 
 def _train_lower(a: DropoutAttrs, k):

@@ -21,7 +21,7 @@ from math import prod
 from typing import Literal
 
 from mxcc.ops import register
-from mxcc.ops._util import broadcast_strides, elementwise_loop, loops_vars, reduce_to_vars, strides
+from mxcc.ops._util import broadcast_strides, elementwise_loop, loops_vars, reduce_to_vars, rng_stream, strides
 from mxcc.ops.base import EpilogueStep, Fusion, OpDef, c_float, elementwise_flops
 
 
@@ -144,7 +144,6 @@ PRELU_BACKWARD = register(OpDef(
 
 
 def _rrelu_train_lower(a: LeakyReLUAttrs, k):
-    from mxcc.ops.dropout import rng_stream
     n = prod(k.in_type("data").shape)
     lo, width = c_float(a.lower_bound), c_float(a.upper_bound - a.lower_bound)
 

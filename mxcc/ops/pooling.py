@@ -8,6 +8,10 @@ pools the whole plane, ignoring kernel/stride/pad/convention. 'same' is rejected
 Outputs: MXNet's oneDNN build lists max pooling (1-D..3-D kernel, channel-first) with a second, hidden
 output (its workspace), and node_row_ptr in the JSON counts it; mxcc keeps the count and never stores it.
 Lowered to kernels/pool2d.c.j2: one loop nest over (N*C planes, OH, OW, window), parallel over planes.
+Backward (`_backward_Pooling`, kernels/pool2d_backward.c.j2): the same windows, each sending its output
+gradient back: max to the first element equal to the output (the one the forward kept, as MXNet's native
+kernel does), avg/sum spread over the window with the forward's divisor, lp (p=2) as data / output.
+max and lp read the forward's input and output; avg and sum only the gradient.
 """
 from __future__ import annotations
 
@@ -20,7 +24,6 @@ import numpy as np
 from mxcc.ops import register
 from mxcc.ops._spatial import CHANNEL_FIRST, LAYOUTS, check_layout, spatial
 from mxcc.ops.base import Fusion, OpDef, c_float
-from mxcc.types import TensorType
 
 PARALLEL_MIN_ELEMENTS = 1 << 15
 
@@ -108,7 +111,11 @@ def _hw(t: tuple, fill: int) -> tuple:
 
 
 def _lower(a: PoolAttrs, k):
-    x, y = k.in_type("data").shape, k.out_type(0).shape
+    return "kernels/pool2d.c.j2", _pool_vars(a, k.in_type("data").shape)
+
+
+def _pool_vars(a: PoolAttrs, x: tuple) -> dict:
+    """The loop bounds of the forward's windows over data shape x (forward and backward share them)."""
     kern, st, p, out = window(a, x)
     (h, w), (oh, ow) = _hw(x[2:], 1), _hw(out, 1)
     (kh, kw), (sh, sw), (ph, pw) = _hw(kern, 1), _hw(st, 1), _hw(p, 0)
@@ -118,7 +125,7 @@ def _lower(a: PoolAttrs, k):
     if a.pool_type == "avg":
         divisor = "valid" if a.count_include_pad is False else "window"
     conv = "global" if a.global_pool else a.pooling_convention
-    return "kernels/pool2d.c.j2", dict(
+    return dict(
         what=f"{a.pool_type} pooling {kern} stride {st} pad {p} ({conv}"
              f"{', count_include_pad' if divisor == 'window' else ''}): {planes} planes {x[2:]} -> {out}",
         reduce=reduce, divisor=divisor, lowest=c_float(np.finfo(np.float32).min),
@@ -157,23 +164,10 @@ def _bwd_infer(a: PoolBackwardAttrs, s):
 
 
 def _bwd_lower(a: PoolBackwardAttrs, k):
-    x, y = tuple(a.data_shape), k.in_type("ograd").shape
-    v = _lower(a, _Shapes(x, y))[1]
+    v = _pool_vars(a, tuple(a.data_shape))
     v["what"] = "backward of " + v["what"] + {"max": "; the gradient goes to the first maximum of each window (MXNet)",
                                             "lp": "; d sqrt(sum x^2) = x / out", "avg": "", "sum": ""}[a.pool_type]
     return "kernels/pool2d_backward.c.j2", v
-
-
-class _Shapes:
-    """The forward's LowerCtx view, for the backward's lowering (same loop bounds)."""
-    def __init__(self, x, y):
-        self.x, self.y = x, y
-
-    def in_type(self, name):
-        return TensorType(self.x)
-
-    def out_type(self, i=0):
-        return TensorType(self.y)
 
 
 POOLING_BACKWARD = register(OpDef(

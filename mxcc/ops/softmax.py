@@ -141,19 +141,6 @@ SOFTMAX_OUTPUT_BACKWARD = register(OpDef(
     name="_backward_SoftmaxOutput", attrs=SoftmaxOutputAttrs, inputs=lambda a: ("output", "label"),
     infer=_so_bwd_infer, fusion=Fusion.OPAQUE, flops=_softmax_flops, lower=_so_bwd_lower))
 
-SOFTMAX = register(OpDef(
-    name="softmax", attrs=SoftmaxAttrs, inputs=lambda a: ("data",), infer=_softmax_infer,
-    fusion=Fusion.OPAQUE, flops=_softmax_flops, lower=_softmax_lower(False),
-    grad=lambda a, g: _softmax_grad(False, _axis_split)(a, g), doc=__doc__))
-LOG_SOFTMAX = register(OpDef(
-    name="log_softmax", attrs=SoftmaxAttrs, inputs=lambda a: ("data",), infer=_softmax_infer,
-    fusion=Fusion.OPAQUE, flops=_softmax_flops, lower=_softmax_lower(True),
-    grad=lambda a, g: _softmax_grad(True, _axis_split)(a, g), doc=__doc__))
-SOFTMAX_OUTPUT = register(OpDef(
-    name="SoftmaxOutput", aliases=("Softmax",), attrs=SoftmaxOutputAttrs,
-    inputs=lambda a: ("data", "label"), labels=("label",), infer=_so_infer, fusion=Fusion.OPAQUE,
-    flops=_softmax_flops, lower=_so_lower, loss=True, grad=_so_grad, doc=__doc__))
-
 
 # -- softmax / log_softmax / SoftmaxActivation backward --------------------------------------------------
 @dataclass(frozen=True)
@@ -191,6 +178,20 @@ def _axis_split(a, shape):
 
 def _sa_split(a, shape):
     return _split(shape, 1) if a.mode == "channel" else (shape[0], prod(shape[1:]), 1)
+
+
+SOFTMAX = register(OpDef(
+    name="softmax", attrs=SoftmaxAttrs, inputs=lambda a: ("data",), infer=_softmax_infer,
+    fusion=Fusion.OPAQUE, flops=_softmax_flops, lower=_softmax_lower(False),
+    grad=_softmax_grad(False, _axis_split), doc=__doc__))
+LOG_SOFTMAX = register(OpDef(
+    name="log_softmax", attrs=SoftmaxAttrs, inputs=lambda a: ("data",), infer=_softmax_infer,
+    fusion=Fusion.OPAQUE, flops=_softmax_flops, lower=_softmax_lower(True),
+    grad=_softmax_grad(True, _axis_split), doc=__doc__))
+SOFTMAX_OUTPUT = register(OpDef(
+    name="SoftmaxOutput", aliases=("Softmax",), attrs=SoftmaxOutputAttrs,
+    inputs=lambda a: ("data", "label"), labels=("label",), infer=_so_infer, fusion=Fusion.OPAQUE,
+    flops=_softmax_flops, lower=_so_lower, loss=True, grad=_so_grad, doc=__doc__))
 
 
 @dataclass(frozen=True)

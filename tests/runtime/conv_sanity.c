@@ -3,7 +3,7 @@
  *
  * tests/runtime/test_conv.py compiles this with runtime_c/conv/conv2d_f32.c under
  * -fsanitize=address,undefined -fno-sanitize-recover=all -fopenmp and runs it: an out-of-bounds access
- * (im2col reading outside the image at a padded edge, col2im or the depthwise kernel writing past a row)
+ * (im2col reading outside the image at a padded edge, col2im or the depthwise kernels writing past a row)
  * or undefined behaviour aborts the run; a mismatch exits 1. Every buffer is its own exact-size heap block
  * so ASan sees the true bounds. Geometries include pads wider than the kernel, strides larger than the
  * kernel, dilation, and 1-D/2-D/3-D shapes.
@@ -97,6 +97,17 @@ static int check_one(unsigned long long *s)
         mxcc_conv_depthwise_f32(&g, batch, xb, w, pe, o, 1);
         mxcc_conv_depthwise_f32_ref(&g, batch, xb, w, pe, o_ref, 0);
         ok &= close_enough(o, o_ref, batch * (long)g.channels * ocols, 1e-5f, "depthwise");
+        /* its backward: the data gradient (sometimes not wanted: NULL) and the weight gradient */
+        float *dy = rand_buf(s, batch * (long)g.channels * ocols);
+        float *dx = rand_buf(s, batch * img), *dx_ref = rand_buf(s, batch * img);
+        float *dw = rand_buf(s, g.channels * kk), *dw_ref = rand_buf(s, g.channels * kk);
+        const int want_dx = rand_int(s, 0, 3) != 0;
+        mxcc_conv_depthwise_backward_f32(&g, batch, xb, w, dy, want_dx ? dx : NULL, dw, 1);
+        mxcc_conv_depthwise_backward_f32_ref(&g, batch, xb, w, dy, want_dx ? dx_ref : NULL, dw_ref, 0);
+        if (want_dx)
+            ok &= close_enough(dx, dx_ref, batch * img, 1e-5f, "depthwise backward (data)");
+        ok &= close_enough(dw, dw_ref, g.channels * kk, 1e-5f, "depthwise backward (weight)");
+        free(dy); free(dx); free(dx_ref); free(dw); free(dw_ref);
         free(xb); free(w); free(bias); free(scale); free(shift); free(o); free(o_ref);
     }
     if (!ok)

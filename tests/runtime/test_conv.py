@@ -5,6 +5,8 @@ numpy, on an edge matrix (1-D/2-D/3-D, stride > kernel, pad > kernel, dilation, 
 Tolerances. im2col copies values: exact. col2im sums at most prod(kernel) columns per pixel in a fixed
 order in both versions: the fast one equals the reference bit for bit; against numpy (float64) 1e-6 of
 the scale. The depthwise kernel sums KH*KW products (FMA-contracted or not): 1e-6 * sqrt(K) of max|ref|.
+Its backward sums at most KH*KW products per data-gradient element and N*OH*OW per weight-gradient element
+(float rows summed in double): 1e-6 * sqrt(terms) of the scale, against numpy and against the reference twin.
 """
 from __future__ import annotations
 
@@ -162,6 +164,55 @@ def test_depthwise_against_numpy_and_reference(conv, threads, geo, act, parts):
         assert np.max(np.abs(y - ref)) <= 1e-6 * np.sqrt(np.prod(k)) * scale + 1e-7, str(fn)
         outs.append(y)
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-6, atol=1e-6)
+
+
+def depthwise_backward_np(x, w, dy, k, s, p, d, out):
+    """(dx, dw) of the depthwise convolution in float64, from the im2col view: for each channel,
+    dw = dy . cols^T and dx = the adjoint of im2col applied to w^T . dy."""
+    batch, c = x.shape[:2]
+    dx, dw = np.zeros(x.shape), np.zeros(w.shape)
+    size = x.shape[2:]
+    for n in range(batch):
+        for ci in range(c):
+            cols = im2col_np(x[n, ci:ci + 1], k, s, p, d, out)            # (K, OHW)
+            g = dy[n, ci].reshape(-1)
+            dw[ci] += (cols @ g).reshape(w.shape[1:])
+            dcols = np.outer(w[ci].reshape(-1), g)                          # (K, OHW)
+            # adjoint of im2col: <im2col(e_j), dcols> for every input pixel j
+            for j in range(int(np.prod(size))):
+                e = np.zeros((1,) + size)
+                e.reshape(-1)[j] = 1.0
+                dx[n, ci].reshape(-1)[j] = np.sum(im2col_np(e, k, s, p, d, out) * dcols)
+    return dx, dw
+
+
+@pytest.mark.parametrize("geo", [g for g in GEOMETRIES if len(g[1]) <= 2][:6] + [GEOMETRIES[7]],
+                         ids=lambda g: f"c{g[0]}_{'x'.join(map(str, g[1]))}_k{g[2]}s{g[3]}p{g[4]}d{g[5]}")
+def test_depthwise_backward_against_numpy_and_reference(conv, threads, geo):
+    ffi, lib = conv
+    c, size, k, s, p, d = geo
+    g, out = _geom(ffi, c, size, k, s, p, d)
+    rng = np.random.default_rng(5)
+    batch = 2
+    x = rng.standard_normal((batch, c, *size)).astype(np.float32)
+    w = rng.standard_normal((c, *k)).astype(np.float32)
+    dy = rng.standard_normal((batch, c, *out)).astype(np.float32)
+    want_dx, want_dw = depthwise_backward_np(x.astype(np.float64), w.astype(np.float64), dy.astype(np.float64),
+                                             k, s, p, d, out)
+    got = []
+    for fn in (lib.mxcc_conv_depthwise_backward_f32, lib.mxcc_conv_depthwise_backward_f32_ref):
+        dx = np.full(x.shape, np.nan, np.float32)           # overwritten, not accumulated into
+        dw = np.full(w.shape, np.nan, np.float32)
+        fn(g, batch, _f(ffi, x), _f(ffi, w), _f(ffi, dy), _f(ffi, dx), _f(ffi, dw), 1)
+        for what, a, ref, terms in (("dx", dx, want_dx, np.prod(k)), ("dw", dw, want_dw, batch * np.prod(out))):
+            scale = max(float(np.max(np.abs(ref))), 1e-30)
+            assert np.max(np.abs(a - ref)) <= 1e-6 * np.sqrt(terms) * scale + 1e-7, (str(fn), what)
+        got.append((dx, dw))
+        dw2 = np.full(w.shape, np.nan, np.float32)          # no data gradient wanted: dx = NULL
+        fn(g, batch, _f(ffi, x), _f(ffi, w), _f(ffi, dy), ffi.NULL, _f(ffi, dw2), 1)
+        np.testing.assert_array_equal(dw2, dw)
+    np.testing.assert_allclose(got[0][0], got[1][0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[0][1], got[1][1], rtol=1e-5, atol=1e-6)
 
 
 def test_conv_runtime_under_address_and_undefined_sanitizers(tmp_path):

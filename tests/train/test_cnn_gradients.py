@@ -14,7 +14,6 @@ mask values, output = data * mask, gradient = ograd * mask, reproducibility from
 step); the inference forward of a training build (moving statistics, no dropout) against an inference build.
 """
 import numpy as np
-import pytest
 
 import mxcc
 from mxcc import sym
