@@ -412,7 +412,11 @@ def test_perf_record_mlp(mlp_dir, capsys):
                for i, k in enumerate(_meta(mlp_dir)["kernels"])]
     shares = _layer_shares(report, kernels)
     assert set(shares) == {k.function for k in kernels}               # every kernel named
-    assert sum(shares.values()) == pytest.approx(100, abs=2)
+    # the forward's samples are the layers' plus those between kernels (call overhead, timeline hooks)
+    between = [float(next(c for c in line.split() if c.endswith("%"))[:-1]) for line in report.splitlines()
+               if line.startswith("(forward, between kernels)")]
+    assert sum(shares.values()) + sum(between) == pytest.approx(100, abs=2)
+    assert sum(shares.values()) >= 90
     folded = (o / "stacks.folded").read_text()
     assert "mlp_bench;mlp_forward;mlp_fullyconnected0;" in folded
     svg = (o / "flame.svg").read_text()
