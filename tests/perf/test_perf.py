@@ -415,7 +415,7 @@ def test_perf_record_mlp(mlp_dir, capsys):
     # the forward's samples are the layers' plus those between kernels (call overhead, timeline hooks)
     between = [float(next(c for c in line.split() if c.endswith("%"))[:-1]) for line in report.splitlines()
                if line.startswith("(forward, between kernels)")]
-    assert sum(shares.values()) + sum(between) == pytest.approx(100, abs=2)
+    assert sum(shares.values()) + sum(between) == pytest.approx(100, abs=5)   # ~100%: rounding, samples at edges
     assert sum(shares.values()) >= 90
     folded = (o / "stacks.folded").read_text()
     assert "mlp_bench;mlp_forward;mlp_fullyconnected0;" in folded
