@@ -75,6 +75,10 @@ void mxcc_prof_set_enabled(mxcc_ctx *ctx, int enabled);
 uint32_t mxcc_prof_drain(mxcc_ctx *ctx, mxcc_prof_event *out, uint32_t max);
 uint64_t mxcc_prof_dropped(const mxcc_ctx *ctx);
 uint64_t mxcc_prof_now_ns(void);
+/* The executables' --profile: a raw timeline file (mxcc_prof_event records) -> Chrome trace JSON at
+ * json_path (written atomically). names: <net>_node_names. 0 on success. */
+int mxcc_prof_write_trace(const char *timeline_path, const char *json_path, const char *net,
+                          const char *const *names, int n_names);
 
 #ifdef __cplusplus
 }

@@ -467,3 +467,33 @@ def test_the_file_is_valid_after_kill_9(tmp_path):
     t = validate_trace(path)
     assert len(t["kernels"]) > 0 and len(t["kernels"]) % 4 == 0
     assert json.loads(path.read_text())["otherData"]["finished"] is False
+
+
+def test_standalone_executables_write_the_same_trace(tmp_path):
+    """<net>_bench --profile FILE, MXCC_PROFILER_AUTOSTART=1 (profile.json in the cwd) and <net>_train
+    --profile FILE write complete Chrome traces: one X event per kernel call (and per parameter update),
+    named after the layer, a thread per phase."""
+    import subprocess
+    import mxcc
+    from mxcc.optimizer import SGD
+    mnist = ROOT / "examples" / "data" / "mnist"
+    exe = mxcc.compile(ROOT / "tests/data/models/mlp/mlp-symbol.json", {"X": (50, 784)}, train=True, name="mlp",
+                       optimizer=SGD(learning_rate=0.1, rescale_grad=0.02), out_dir=tmp_path / "m")
+    kernels = [k["name"] for k in exe.kernels if k["phase"] in ("forward", "backward", "update")]
+    r = subprocess.run([str(tmp_path / "m" / "mlp_bench"), "--iters", "5", "--warmup", "1"], cwd=tmp_path,
+                       env={**os.environ, "MXCC_PROFILER_AUTOSTART": "1"}, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = validate_trace(tmp_path / "profile.json")
+    forward = [k["name"] for k in exe.kernels if k["phase"] == "forward"]
+    assert [e["name"] for e in got["kernels"]] == forward * 6             # warm-up + 5 timed forwards
+    assert not list(tmp_path.glob("*.timeline"))
+    r = subprocess.run([str(tmp_path / "m" / "mlp_train"), "--images", str(mnist / "t10k-images-idx3-ubyte.gz"),
+                        "--labels", str(mnist / "t10k-labels-idx1-ubyte.gz"), "--epochs", "1", "--train", "150",
+                        "--val", "50", "--profile", str(tmp_path / "train.json")], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = validate_trace(tmp_path / "train.json")
+    names = {e["name"] for e in got["kernels"]}
+    assert set(kernels) <= names                                         # every kernel and update
+    assert {e["tid"] for e in got["kernels"]} == {1, 2, 3}               # forward, backward, update threads
+    assert sum(1 for e in got["kernels"] if e["name"] == "update:w0") == 3  # 150 images / batch 50
