@@ -344,7 +344,13 @@ def record_python(directory, *, iters: int | None = None, seconds: float | None 
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
                                                       env.get("PYTHONPATH")]))
     t = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    # NOTE: py-spy 0.4 sometimes never returns after its child exits (the child stays a zombie): bound it
+    limit = 60.0 + (float(seconds) if seconds else 0.0) + (float(iters) * 0.05 if iters else 0.0)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=limit)
+    except subprocess.TimeoutExpired:
+        raise PerfError(f"py-spy did not exit within {limit:.0f} s after sampling (a known py-spy hang); "
+                        f"profile the bench with perf instead (drop --py)") from None
     wall = time.perf_counter() - t
     if proc.returncode != 0 or not raw.exists():
         if "permission" in (proc.stderr or "").lower() or "ptrace" in (proc.stderr or "").lower():
