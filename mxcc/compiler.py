@@ -206,7 +206,7 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
     opts = CompileOptions.from_env(**options)
     graph, source = _graph_of(net)
     optimizer, wrt, state_names = _training_setup(opts, graph, shapes, optimizer, inputs_need_grad)
-    plan, source = plan_network(net, shapes, opts, wrt=wrt, state_names=state_names)
+    plan, _ = plan_network(graph, shapes, opts, wrt=wrt, state_names=state_names)   # parsed once, above
     name = c_ident(name) if name else _default_name(source)
     calls = lower(plan, name)
     updates = train_program = infer = None
