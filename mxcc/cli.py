@@ -86,6 +86,8 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--call-graph", choices=("fp", "dwarf"), default=None,
                    help="stack unwinding: frame pointers (small; default when the build has profiler call sites) "
                         "or DWARF (complete through libgomp, larger)")
+    f.add_argument("-F", "--freq", type=int, default=None,
+                   help="samples per second per thread (default: 999); raise it to see short functions")
     f.add_argument("-o", "--out", help="output directory (default: DIR/perf)")
     f.add_argument("--stat", action="store_true", help="perf stat summary: time, task-clock, faults, counters")
     f.add_argument("--py", action="store_true", help="sample a Python process calling the module (py-spy)")

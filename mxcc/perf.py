@@ -557,12 +557,15 @@ def main(args) -> int:
     """`mxcc perf` (args from cli.py's parser)."""
     if args.iters is not None and args.iters <= 0 or args.seconds is not None and args.seconds <= 0:
         raise PerfError("--iters and --seconds must be positive")
+    freq = getattr(args, "freq", None) or FREQ
+    if freq <= 0:
+        raise PerfError(f"--freq must be positive (got {freq})")
     if getattr(args, "train", False):
         if args.stat or args.py or args.iters is not None or args.seconds is not None:
             raise PerfError("--train runs the training program: it takes --epochs, not --stat, --py, --iters "
                             "or --seconds")
         prof, run, o = record_train(args.dir, epochs=args.epochs, images=args.images, labels=args.labels,
-                                    threads=args.threads, call_graph=args.call_graph, out=args.out)
+                                    threads=args.threads, call_graph=args.call_graph, out=args.out, freq=freq)
         print((o / "layers.txt").read_text(), end="")
         print(f"\nwrote {o}/: perf.data, timeline.bin, stacks.folded, flame.svg, layers.txt")
         print(f"  perf report -i {o / 'perf.data'} --no-children --sort sym     (interactive)")
@@ -575,10 +578,10 @@ def main(args) -> int:
         return 0
     if args.py:
         prof, run, o = record_python(args.dir, iters=args.iters, seconds=args.seconds, threads=args.threads,
-                                     out=args.out)
+                                     out=args.out, freq=freq)
     else:
         prof, run, o = record(args.dir, iters=args.iters, seconds=args.seconds, threads=args.threads,
-                              call_graph=args.call_graph, out=args.out)
+                              call_graph=args.call_graph, out=args.out, freq=freq)
     print((o / "layers.txt").read_text(), end="")
     files = ["perf.data", "timeline.bin"] if run.tool == "perf" else ["pyspy.raw"]
     print(f"\nwrote {o}/: {', '.join(files + ['stacks.folded', 'flame.svg', 'layers.txt'])}")

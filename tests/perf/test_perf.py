@@ -539,7 +539,8 @@ def mlp_train_dir(tmp_path_factory):
 
 @needs_perf
 def test_perf_record_training(mlp_train_dir, capsys):
-    assert cli.main(["perf", str(mlp_train_dir), "--train", "--epochs", "1"]) == 0
+    # 10 kHz: one epoch loads batches for only a few ms in all, which 999 Hz sampling can miss entirely
+    assert cli.main(["perf", str(mlp_train_dir), "--train", "--epochs", "1", "--freq", "9999"]) == 0
     printed = capsys.readouterr().out
     o = mlp_train_dir / "perf"
     for f in ("perf.data", "timeline.bin", "stacks.folded", "flame.svg", "layers.txt"):
