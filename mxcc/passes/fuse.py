@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from mxcc.graph.ir import FusedGroup, Graph, Ref
 from mxcc.ops.base import Fusion
+from mxcc.passes.fold_constants import PREPARE
 
 
 def fuse(graph: Graph, enabled: bool = True) -> Graph:
@@ -46,14 +47,16 @@ def fuse(graph: Graph, enabled: bool = True) -> Graph:
 
 def _foldable_batch_norm(graph: Graph, anchor, members: list[int], bn) -> bool:
     """An inference BatchNorm directly after an anchor, normalizing the axis the anchor's epilogue vectors
-    index, with its gamma/beta/moving stats bound by the host (read once at bind time)."""
+    index, with its gamma/beta/moving stats bound by the host or folded from params (read at bind time,
+    after the folded values: <net>_prepare runs those first)."""
     step = bn.opdef.epilogue(bn.params) if bn.opdef.epilogue else None
     axis = anchor.opdef.epilogue_axis
     if step is None or not step.batch_norm or axis is None or graph.grads or len(members) != 1:
         return False
     ndim = len(bn.out_types[0].shape)
     return (bn.params.axis % ndim == axis % ndim and bn.inputs[0].node == anchor.id
-            and all(graph.nodes[r.node].is_variable for r in bn.inputs[1:]))
+            and all(graph.nodes[r.node].is_variable or graph.nodes[r.node].phase == PREPARE
+                    for r in bn.inputs[1:]))
 
 
 def _grow(graph: Graph, members: list[int], readers, heads, taken: set[int]) -> None:
@@ -67,7 +70,9 @@ def _grow(graph: Graph, members: list[int], readers, heads, taken: set[int]) -> 
         if key in heads or len(rs) != 1:
             return
         nxt = graph.nodes[rs[0]]
-        ready = all(r.node in members or r.node in taken or graph.nodes[r.node].is_variable for r in nxt.inputs)
+        ready = all(r.node in members or r.node in taken or graph.nodes[r.node].is_variable
+                    or (graph.nodes[r.node].phase == PREPARE != anchor.phase)      # computed at bind time
+                    for r in nxt.inputs)
         if not ready or nxt.phase != anchor.phase:     # forward and backward run in separate entry points
             return
         if nxt.out_types[0] != graph.nodes[members[-1]].out_types[0]:
