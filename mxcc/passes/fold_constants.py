@@ -11,8 +11,9 @@ change every step). Guarantees: a node has phase "prepare" iff it is a forward o
 of which is a parameter or aux state (a variable not in `graph.inputs`: no data input, no label) or a value
 of another folded node, and it is not random (draws from the forward's RNG), not an inference identity
 (Dropout), does not write its inputs, and is not a graph head (the forward must write heads into the
-caller's arrays; a head's param-only inputs are still folded). Does not: fold views (Reshape of a weight)
-into anything (they cost nothing; marked "prepare" only so their readers fold too), or evaluate anything.
+caller's arrays; a head's param-only inputs are still folded). A view of a constant (Reshape of a weight) is
+marked too, so that its readers fold; it has no kernel and reads its source in place, as in the forward.
+Does not: evaluate anything, or run in training graphs.
 
     before: fc = FullyConnected(data, _mulscalar0, b);  _mulscalar0 = _mul_scalar(w, scalar=0.5)
     after : _mulscalar0.phase == "prepare" (in <net>_prepare, value in ctx->derived); fc stays in the forward

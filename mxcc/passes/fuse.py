@@ -10,8 +10,10 @@ outputs leave the group. Rules:
   - a `view` op (Flatten, surviving Dropout) needs no kernel unless its output is a graph head (then it is a
     copy kernel of its own);
   - with fuse=False every kernel-needing node is its own group (finer profiling, easier debugging).
-Values read by a head (or holding a gradient) or by two nodes always end a group; a group never mixes the
-forward and backward phases. Does not: reorder nodes (schedule) or place
+Values read by a head (or holding a gradient) or by two nodes always end a group; a group never mixes
+phases (forward, backward, and "prepare": nodes folded by fold_constants; a forward group may read them
+as it reads params, even when it comes first in `groups`: plan_memory moves the prepare groups to
+`plan.folded`, which `<net>_prepare` runs before any forward). Does not: reorder nodes (schedule) or place
 buffers (plan_memory).
 
     before: fullyconnected0 = FullyConnected(X, w0, b0); activation0 = Activation(fullyconnected0)

@@ -223,3 +223,20 @@ def test_training_build_refolds_before_each_inference_forward(rng):
     exe.update()
     assert not np.array_equal(exe.arg_dict["w"], w_before)
     assert rel_err(exe.forward(is_train=False, data=x)[0], infer_ref()) <= 1e-5
+
+
+@needs_gcc
+def test_folded_network_under_sanitizers(tmp_path):
+    """<net>_prepare's folded kernels (ctx->derived reused between folded values, a head copied from it) and
+    the forward reading them, built with ASan + UBSan: no report."""
+    import os
+    import subprocess
+    with sym.NameManager():
+        net = sym.Group([_net(), sym.Reshape(sym.var("g", shape=(16,)) * 3.0, shape=(4, 4), name="rs")])
+    out = mxcc.compile(net, {"data": X}, sanitize=True, out_dir=tmp_path / "s", name="net")
+    assert "net_wt(ctx)" in (out / "net.c").read_text()
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1")
+    r = subprocess.run([str(out / "net_bench"), "--iters", "2", "--warmup", "1"], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0 and "runtime error" not in r.stderr and "AddressSanitizer" not in r.stderr, \
+        r.stdout + r.stderr
