@@ -179,13 +179,15 @@ def format_plan(plan: dict) -> str:
              for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     if plan.get("folded"):
-        lines += ["", f"folded at bind time by <net>_prepare (outside the arena, {_mib(plan['derived_bytes'])} "
-                      "in ctx->derived):"]
+        lines += ["", f"folded at bind time by <net>_prepare (outside the arena: {_mib(plan['derived_bytes'])} "
+                      "in ctx->derived, offsets reused once their readers ran):"]
         lines += [f"  {f['function']}  {' + '.join(f['members'])}  ({'+'.join(f['ops'])})  "
                   + ", ".join(f"{'x'.join(map(str, o['shape']))} {o['nbytes']:,} B at derived+{o['offset']}"
                               for o in f["outputs"]) for f in plan["folded"]]
     ratio = plan["arena_bytes"] / plan["lower_bound_bytes"] if plan["lower_bound_bytes"] else 1.0
-    lines += ["", f"{plan['nodes']} operator nodes -> {plan['kernels']} kernels",
+    folded = sum(len(f["members"]) for f in plan.get("folded", ()))
+    lines += ["", f"{plan['nodes']} operator nodes -> {plan['kernels']} kernels"
+              + (f" (+ {folded} folded nodes in {len(plan['folded'])} bind-time kernels)" if folded else ""),
               f"arena        {_mib(plan['arena_bytes'])}   strategy: {plan['strategy']}",
               f"naive        {_mib(plan['naive_bytes'])}   (one buffer per intermediate)",
               f"lower bound  {_mib(plan['lower_bound_bytes'])}   (most bytes live at one step)",

@@ -187,6 +187,26 @@ def test_head_reading_folded_values_and_folded_batch_norm(rng):
     assert rel_err(y, ref) <= 1e-5 and rel_err(rs, np.exp(p["gamma"]).reshape(2, 3)) <= 1e-6
 
 
+@needs_gcc
+def test_aux_states_count_as_params(rng):
+    """An inference BatchNorm over a weight reads gamma/beta and the moving statistics (aux states): it folds,
+    and <net>_prepare runs its BatchNorm kernel once; the forward is the FullyConnected alone."""
+    with sym.NameManager():
+        w = sym.var("w", shape=(4, 6))
+        net = sym.FullyConnected(sym.var("data"), weight=sym.BatchNorm(w, fix_gamma=False, eps=1e-3, name="bnw"),
+                                 num_hidden=4, no_bias=True, name="fc")
+    plan = run_pipeline(net.graph, {"data": (3, 6)}, CompileOptions())
+    assert [grp.name for grp in plan.folded] == ["bnw"] and [s.kind for s in plan.slots].count("aux") == 2
+    p = {"w": rng.standard_normal((4, 6)), "bnw_gamma": rng.standard_normal(6), "bnw_beta": rng.standard_normal(6),
+         "aux:bnw_moving_mean": rng.standard_normal(6), "aux:bnw_moving_var": np.abs(rng.standard_normal(6)) + 0.5}
+    p = {k: v.astype(np.float32) for k, v in p.items()}
+    x = rng.standard_normal((3, 6)).astype(np.float32)
+    mod = mxcc.compile(net, {"data": (3, 6)}, p)
+    wn = (p["w"] - p["aux:bnw_moving_mean"]) / np.sqrt(p["aux:bnw_moving_var"] + 1e-3) * p["bnw_gamma"] + p["bnw_beta"]
+    assert rel_err(mod.forward(data=x)[0], x @ wn.T) <= 1e-5
+    assert [k["name"] for k in mod.meta["kernels"]] == ["fc"]
+
+
 class _SGD:
     kind, state_names = "sgd", ()
 
