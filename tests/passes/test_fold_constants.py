@@ -207,6 +207,35 @@ def test_aux_states_count_as_params(rng):
     assert [k["name"] for k in mod.meta["kernels"]] == ["fc"]
 
 
+@needs_gcc
+@pytest.mark.parametrize("fuse_plan", [True, False])
+def test_folded_dot_convolution_with_workspace_and_broadcasts(rng, fuse_plan):
+    """A param-only dot, a param-only Convolution (its im2col workspace, if any, is in ctx->derived too) reduced
+    to a per-column vector, broadcast_mul(gamma, s): all folded; with and without fusion and planning."""
+    with sym.NameManager():
+        a, b = sym.var("a", shape=(6, 5)), sym.var("b", shape=(5, 7))
+        img, k = sym.var("img", shape=(1, 3, 8, 8)), sym.var("k", shape=(7, 3, 3, 3))
+        conv = sym.Convolution(img, k, kernel=(3, 3), num_filter=7, no_bias=True, name="conv")
+        col = sym.broadcast_mul(sym.var("gamma", shape=(7,)), sym.var("s", shape=(7,)), name="gs") \
+            + sym.sum(conv, axis=(0, 2, 3), name="cs")
+        net = sym.broadcast_add(sym.dot(sym.var("data"), sym.dot(a, b, name="ab"), name="dy"),
+                                sym.Reshape(col, shape=(1, 7)), name="y")
+    opts = dict(fuse=fuse_plan, plan=fuse_plan)
+    plan = run_pipeline(net.graph, {"data": (4, 6)}, CompileOptions(**opts))
+    assert {"ab", "gs", "conv", "cs"} <= {grp.name for grp in plan.folded}
+    conv_id = next(n.id for n in plan.graph.nodes if n.name == "conv")
+    assert not any(b.name == "conv_workspace" for b in plan.buffers)         # scratch of a folded kernel
+    assert (conv_id, -1) not in plan.locations or plan.locations[(conv_id, -1)].derived is not None
+    assert [plan.graph.nodes[grp.anchor].name for grp in plan.graph.groups] == ["dy", "y"]
+    p = {n: rng.standard_normal(s).astype(np.float32) for n, s in
+         (("a", (6, 5)), ("b", (5, 7)), ("img", (1, 3, 8, 8)), ("k", (7, 3, 3, 3)), ("gamma", (7,)), ("s", (7,)))}
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    windows = np.lib.stride_tricks.sliding_window_view(p["img"][0].astype(np.float64), (3, 3), axis=(1, 2))
+    conv_ref = np.einsum("chwij,fcij->fhw", windows, p["k"])                 # (7, 6, 6)
+    ref = x @ (p["a"] @ p["b"]) + (p["gamma"] * p["s"] + conv_ref.sum(axis=(1, 2)))[None]
+    assert rel_err(mxcc.compile(net, {"data": (4, 6)}, p, **opts).forward(data=x)[0], ref) <= 1e-5
+
+
 class _SGD:
     kind, state_names = "sgd", ()
 
