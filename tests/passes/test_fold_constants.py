@@ -11,7 +11,7 @@ from mxcc import sym
 from mxcc.cli import main as cli_main
 from mxcc.compiler import inspect_network
 from mxcc.options import CompileOptions
-from mxcc.passes import bind, dce, fold_constants, fuse, infer_shapes, remove_dropout, run_pipeline, train_mode
+from mxcc.passes import bind, dce, fold_constants, infer_shapes, remove_dropout, run_pipeline, train_mode
 from mxcc.passes.fold_constants import PREPARE, folded_nodes
 from mxcc_testing import needs_gcc, rel_err
 
@@ -143,6 +143,12 @@ def test_batch_norm_with_folded_params_still_folds_into_the_gemm():
 
 
 # -- end to end --------------------------------------------------------------------------------------------
+def _body(src: str, fn: str) -> str:
+    """The body of the generated C function `void fn(mxcc_ctx *ctx)`."""
+    start = src.index(f"void {fn}(mxcc_ctx *ctx)\n{{")
+    return src[start:src.index("\n}\n", start)]
+
+
 @needs_gcc
 def test_folded_compile_matches_numpy_unfolded_and_refolds_on_set_params(rng, tmp_path):
     p1, p2 = _params(rng), _params(rng, shift=1.0)
@@ -158,9 +164,7 @@ def test_folded_compile_matches_numpy_unfolded_and_refolds_on_set_params(rng, tm
     assert rel_err(mod.forward(data=x)[0], _ref({**p2, "g": p1["g"]}, x)) <= 1e-5
     # the folded kernels run in <net>_prepare, not the forward, and the kernel table has only forward kernels
     src = (tmp_path / "f" / "net.c").read_text()
-    prepare = src[src.index("void net_prepare("):src.index("void net_forward(")]
-    forward = src[src.index("void net_forward("):]
-    forward = forward[:forward.index("\n}\n")]
+    prepare, forward = _body(src, "net_prepare"), _body(src, "net_forward")
     assert "net_wt(ctx)" in prepare and "net_wt(" not in forward and "net_fc(ctx)" in forward
     assert [k["name"] for k in mod.meta["kernels"]] == ["fc", "out", "_mulscalar2", "sum0", "head"]
     assert json.loads((tmp_path / "f" / "plan.json").read_text())["derived_bytes"] == 1024
@@ -247,14 +251,17 @@ class _SGD:
 
 
 @needs_gcc
-def test_training_build_refolds_before_each_inference_forward(rng):
+def test_training_build_refolds_before_each_inference_forward(rng, tmp_path):
     """Training folds nothing, but its forward(is_train=False) (the inference variant, with BatchNorm) does: it
     must see the params each update changed."""
     with sym.NameManager():
         w = sym.var("w", shape=(6, 5))
         bn = sym.BatchNorm(sym.var("data"), fix_gamma=False, name="bn")
         net = sym.FullyConnected(bn, weight=sym.transpose(w) * 0.5, num_hidden=5, no_bias=True, name="fc")
-    exe = mxcc.compile(net, {"data": (4, 6)}, train=True, optimizer=_SGD())
+    exe = mxcc.compile(net, {"data": (4, 6)}, train=True, optimizer=_SGD(), out_dir=tmp_path / "t", name="net")
+    src = (tmp_path / "t" / "net.c").read_text()
+    assert "net_infer_transpose0(ctx)" in _body(src, "net_prepare")      # folded for inference only
+    assert "net_transpose0(ctx)" in _body(src, "net_forward") and "net_prepare(ctx)" in _body(src, "net_forward_infer")
     exe.set_params({"w": rng.standard_normal((6, 5)).astype(np.float32), "bn_gamma": np.ones(6, np.float32),
                     "bn_beta": np.zeros(6, np.float32), "aux:bn_moving_mean": np.zeros(6, np.float32),
                     "aux:bn_moving_var": np.ones(6, np.float32)})
