@@ -1,7 +1,8 @@
 """The `mxcc` command line: argparse only. Errors print as one line and exit 2 (traceback with --debug).
 
     mxcc compile NET.json --shape data=1,784 [--params FILE] [-o DIR] [--name NAME] [--no-fuse] [--no-plan]
-    mxcc inspect NET.json --shape data=1,784 [--no-fuse] [--no-plan] [--json]
+                 [--no-fold]
+    mxcc inspect NET.json --shape data=1,784 [--no-fuse] [--no-plan] [--no-fold] [--json]
     mxcc run DIR --input data=x.npy [--input ...] [--output out.npz]
     mxcc perf DIR [--iters N | --seconds S] [--threads T] [--call-graph fp|dwarf] [-o OUT] [--stat] [--py]
     mxcc perf DIR --train [--epochs N] [--images F --labels F] [--threads T] [--call-graph fp|dwarf] [-o OUT]
@@ -50,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--name", help="network name used in C symbols (default: from the file name)")
     c.add_argument("--no-fuse", action="store_true", help="one kernel per node")
     c.add_argument("--no-plan", action="store_true", help="one arena range per intermediate (no reuse)")
+    c.add_argument("--no-fold", action="store_true",
+                   help="no constant folding: param-only nodes run in every forward, not once at bind time")
     c.add_argument("--isa", default=None, help="gcc -march value (default: native)")
     c.add_argument("--random-params", action="store_true",
                    help="no weights at hand: Xavier-initialized params (seed 0; moving stats 0/1), for benchmarks")
@@ -67,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("--shape", action="append", type=_shape, required=True, metavar="NAME=D1,D2,...")
     i.add_argument("--no-fuse", action="store_true", help="one kernel per node")
     i.add_argument("--no-plan", action="store_true", help="one arena range per intermediate")
+    i.add_argument("--no-fold", action="store_true", help="no constant folding of param-only nodes")
     i.add_argument("--json", action="store_true", help="print the plan as JSON (same as plan.json)")
     i.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
@@ -123,7 +127,7 @@ def _compile(args) -> int:
                if args.optimizer == "sgd" else Adam(learning_rate=args.lr, wd=args.wd, rescale_grad=1.0 / batch))
         train = dict(train=True, optimizer=opt)
     mod = mxcc.compile(args.net, shapes, params, out_dir=out, name=name, fuse=not args.no_fuse,
-                       plan=not args.no_plan, isa=args.isa, profile=not args.no_profile, **train)
+                       plan=not args.no_plan, fold=not args.no_fold, isa=args.isa, profile=not args.no_profile, **train)
     dt = time.perf_counter() - t
     print(f"compiled {args.net} -> {out}/ ({'cached' if mod.cached else 'built'} in {dt:.2f} s)")
     print(f"  inputs : {', '.join(f'{k}{v}' for k, v in mod.input_shapes.items())}")
@@ -139,7 +143,8 @@ def _inspect(args) -> int:
     from mxcc.compiler import inspect_network
     from mxcc.options import CompileOptions
     plan = inspect_network(args.net, dict(args.shape), CompileOptions.from_env(fuse=not args.no_fuse,
-                                                                              plan=not args.no_plan))
+                                                                              plan=not args.no_plan,
+                                                                              fold=not args.no_fold))
     if args.json:
         print(json.dumps(plan, indent=1))
     else:
@@ -173,8 +178,16 @@ def format_plan(plan: dict) -> str:
     lines = ["  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
              for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    if plan.get("folded"):
+        lines += ["", f"folded at bind time by <net>_prepare (outside the arena: {_mib(plan['derived_bytes'])} "
+                      "in ctx->derived, offsets reused once their readers ran):"]
+        lines += [f"  {f['function']}  {' + '.join(f['members'])}  ({'+'.join(f['ops'])})  "
+                  + ", ".join(f"{'x'.join(map(str, o['shape']))} {o['nbytes']:,} B at derived+{o['offset']}"
+                              for o in f["outputs"]) for f in plan["folded"]]
     ratio = plan["arena_bytes"] / plan["lower_bound_bytes"] if plan["lower_bound_bytes"] else 1.0
-    lines += ["", f"{plan['nodes']} operator nodes -> {plan['kernels']} kernels",
+    folded = sum(len(f["members"]) for f in plan.get("folded", ()))
+    lines += ["", f"{plan['nodes']} operator nodes -> {plan['kernels']} kernels"
+              + (f" (+ {folded} folded nodes in {len(plan['folded'])} bind-time kernels)" if folded else ""),
               f"arena        {_mib(plan['arena_bytes'])}   strategy: {plan['strategy']}",
               f"naive        {_mib(plan['naive_bytes'])}   (one buffer per intermediate)",
               f"lower bound  {_mib(plan['lower_bound_bytes'])}   (most bytes live at one step)",

@@ -16,7 +16,7 @@ import numpy as np
 from mxcc import __version__
 from mxcc.build import atomic_copy, atomic_write, build, resource_dir
 from mxcc.codegen.cnames import c_ident
-from mxcc.codegen.lower import lower, lower_train_program, lower_updates
+from mxcc.codegen.lower import lower, lower_folded, lower_train_program, lower_updates
 from mxcc.codegen.render import render
 from mxcc.errors import GraphError, ShapeError
 from mxcc.graph import Graph, load_json
@@ -84,7 +84,22 @@ def _workspace_json(plan: Plan, anchor) -> dict | None:
     return dict(nbytes=b.nbytes, offset=loc.offset, live=[b.start, b.end])
 
 
-def plan_to_json(plan: Plan, calls) -> dict:
+def _folded_json(plan: Plan, folded_calls) -> list[dict]:
+    """The folded kernels (run by <net>_prepare at bind time): members, and the bytes each value takes in
+    ctx->derived (outside the arena)."""
+    g = plan.graph
+    out = []
+    for grp, call in zip(plan.folded, folded_calls):
+        members = [g.nodes[m] for m in grp.members]
+        outs = [dict(name=g.output_name(r), shape=list(g.type_of(r).shape), nbytes=g.type_of(r).nbytes,
+                     offset=plan.locations[r.key].derived) for r in grp.outputs]
+        out.append(dict(name=grp.name, function=call.fn, members=[m.name for m in members],
+                        ops=[m.op for m in members], flops=call.flops, outputs=outs,
+                        nbytes=sum(o["nbytes"] for o in outs)))
+    return out
+
+
+def plan_to_json(plan: Plan, calls, folded_calls=()) -> dict:
     g = plan.graph
     by_fn = {c.group: c for c in calls}
     groups = []
@@ -114,6 +129,7 @@ def plan_to_json(plan: Plan, calls) -> dict:
         mxcc_version=__version__, arena_bytes=plan.arena_bytes, naive_bytes=plan.naive_bytes,
         lower_bound_bytes=plan.lower_bound_bytes, strategy=plan.strategy,
         inplace=[list(p) for p in plan.inplace],
+        folded=_folded_json(plan, folded_calls), derived_bytes=plan.derived_bytes,
         kernels=len(g.groups), nodes=sum(1 for n in g.nodes if not n.is_variable), groups=groups,
         slots=[dict(index=s.index, name=s.name, kind=s.kind, shape=list(s.shape), dtype=s.dtype,
                     optional=s.optional) for s in plan.slots])
@@ -122,7 +138,8 @@ def plan_to_json(plan: Plan, calls) -> dict:
 def inspect_network(net, shapes: dict, opts: CompileOptions, name: str | None = None) -> dict:
     """What the compiler decides for `net` (plan.json's content), without building anything."""
     plan, source = plan_network(net, shapes, opts)
-    return plan_to_json(plan, lower(plan, c_ident(name) if name else _default_name(source)))
+    name = c_ident(name) if name else _default_name(source)
+    return plan_to_json(plan, lower(plan, name), lower_folded(plan, name))
 
 
 def _training_setup(opts, graph, shapes, optimizer, inputs_need_grad):
@@ -146,6 +163,8 @@ class InferenceVariant:
     calls: list                  # KernelCalls, phase "infer", numbered after the training kernels and updates
     arena_bytes: int             # the context's whole arena: the training plan's, then this variant's
     kernels: list                # module.json kernel records (phase "infer")
+    folded: list                 # its folded constants' kernels (run by <net>_prepare, also before each forward_infer)
+    derived_bytes: int           # ctx->derived bytes they use
 
 
 def _inference_variant(net, shapes, opts, train: Plan, name: str, first_index: int) -> InferenceVariant | None:
@@ -163,7 +182,9 @@ def _inference_variant(net, shapes, opts, train: Plan, name: str, first_index: i
     slot_map.update(zip([s.index for s in infer.slots if s.kind == "output"],
                         [s.index for s in train.slots if s.kind == "output"]))
     base = (train.arena_bytes + 63) // 64 * 64
-    locations = {k: Location(slot=slot_map[loc.slot]) if loc.slot is not None else Location(offset=base + loc.offset)
+    # ctx->derived is the variant's own: the training plan folds nothing (its params change every step)
+    locations = {k: Location(slot=slot_map[loc.slot]) if loc.slot is not None
+                 else loc if loc.derived is not None else Location(offset=base + loc.offset)
                  for k, loc in infer.locations.items()}
     moved = dc_replace(infer, slots=train.slots, locations=locations, arena_bytes=base + infer.arena_bytes,
                        buffers=tuple(dc_replace(b, offset=base + b.offset) for b in infer.buffers))
@@ -174,7 +195,8 @@ def _inference_variant(net, shapes, opts, train: Plan, name: str, first_index: i
                     inputs=[i["shape"] for i in g["inputs"]], outputs=[o["shape"] for o in g["outputs"]],
                     bytes=sum(o["nbytes"] for o in g["outputs"]) + sum(4 * _prod(i["shape"]) for i in g["inputs"]),
                     live=[], phase="infer") for g in groups]
-    return InferenceVariant(calls, moved.arena_bytes, kernels)
+    return InferenceVariant(calls, moved.arena_bytes, kernels, lower_folded(moved, f"{name}_infer"),
+                            moved.derived_bytes)
 
 
 def _module_class(opts):
@@ -208,7 +230,7 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
     optimizer, wrt, state_names = _training_setup(opts, graph, shapes, optimizer, inputs_need_grad)
     plan, _ = plan_network(graph, shapes, opts, wrt=wrt, state_names=state_names)   # parsed once, above
     name = c_ident(name) if name else _default_name(source)
-    calls = lower(plan, name)
+    calls, folded = lower(plan, name), lower_folded(plan, name)
     updates = train_program = infer = None
     if opts.train:
         lr_mult, wd_mult = optimizer.multipliers(graph, [w for w, _ in plan.graph.grads])
@@ -219,11 +241,14 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
     src = render(plan, calls, name, template_dir=str(resource_dir("templates")), source=source,
                  options=f"fuse={'on' if opts.fuse else 'off'} plan={'on' if opts.plan else 'off'} "
                          f"isa={opts.isa} profile={'on' if opts.profile else 'off'}"
-                         + (f" train={optimizer.kind}" if opts.train else ""),
+                         + (f" train={optimizer.kind}" if opts.train else "")
+                         + ("" if opts.fold else " fold=off"),    # on: the header's "folded" line says what
                  profile=opts.profile, updates=updates, train_program=train_program,
                  optimizer=optimizer.kind if optimizer else "", infer_calls=infer.calls if infer else None,
-                 random=any(n.opdef.random for n in plan.graph.nodes if not n.is_variable))
-    plan_json = json.dumps(plan_to_json(plan, calls), indent=1)
+                 random=any(n.opdef.random for n in plan.graph.nodes if not n.is_variable),
+                 folded=folded + (infer.folded if infer else []),
+                 folded_bytes=max(plan.derived_bytes, infer.derived_bytes if infer else 0))
+    plan_json = json.dumps(plan_to_json(plan, calls, folded), indent=1)
     built = build(name, src.c, src.h, src.cdef, src.bench, opts, train_src=src.train)
     pj = json.loads(plan_json)
     meta = dict(name=name, module=built.module, so=built.so.name, bench=built.bench.name, key=built.key,

@@ -1,7 +1,8 @@
 """The Plan: what the compiler decided, as plain data (kernels, buffer placement, totals) and its JSON.
 
 Every value a kernel reads or writes lives in one place (`Location`): a slot the host binds (inputs,
-params, outputs the user holds) or an offset in the one arena. `plan.json` and `mxcc inspect` print this.
+params, outputs the user holds), an offset in the one arena, or an offset in ctx->derived (values folded from
+the params at bind time, passes/fold_constants.py). `plan.json` and `mxcc inspect` print this.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ class BufferSlot:
 class Location:
     slot: int | None = None        # index into ctx->slots
     offset: int | None = None      # arena byte offset
+    derived: int | None = None     # ctx->derived byte offset (a folded constant, computed by <net>_prepare)
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,9 @@ class Plan:
     strategy: str = ""
     inplace: tuple = ()      # (value, value whose storage it reuses) pairs
     live: dict = field(default_factory=dict)   # (node, index) -> (first step, last step) of arena values
+    folded: tuple = ()       # FusedGroups of folded nodes, run by <net>_prepare in this order (not in graph.groups)
+    derived_buffers: tuple[BufferSlot, ...] = ()   # their values in ctx->derived; live over prepare steps
+    derived_bytes: int = 0   # ctx->derived bytes they use (a folded BatchNorm's scale/shift come after)
 
     def slots_of(self, kind: str) -> list[Slot]:
         return [s for s in self.slots if s.kind == kind]

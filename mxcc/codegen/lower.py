@@ -105,21 +105,37 @@ def _location_expr(loc: Location, writable: bool, slot_names: dict[int, str]) ->
     cast = "(float *)" if writable else "(const float *)"
     if loc.slot is not None:
         return f"{cast}ctx->slots[{loc.slot}]", f"slot {loc.slot} ({slot_names[loc.slot]})"
+    if loc.derived is not None:
+        return f"{cast}(ctx->derived + {loc.derived})", f"derived + {loc.derived} (folded)"
     return f"{cast}(ctx->arena + {loc.offset})", f"arena + {loc.offset}"
 
 
 def lower(plan: Plan, net: str) -> list[KernelCall]:
+    """The forward's (and backward's) kernels, one per group of `plan.graph.groups`."""
+    return _lower_all(plan, net)[0]
+
+
+def lower_folded(plan: Plan, net: str) -> list[KernelCall]:
+    """The folded groups' kernels (phase "prepare"), in the order <net>_prepare runs them; each is lowered by
+    its own op like a forward kernel, reading params and earlier folded values, writing ctx->derived."""
+    return _lower_all(plan, net)[1]
+
+
+def _lower_all(plan: Plan, net: str) -> tuple[list[KernelCall], list[KernelCall]]:
     g = plan.graph
     slot_names = {s.index: f"{s.kind} {s.name!r}" for s in plan.slots}
-    fns = unique_idents([f"{net}_{grp.name}" for grp in g.groups])
+    groups = list(g.groups) + list(plan.folded)
+    fns = unique_idents([f"{net}_{grp.name}" for grp in groups])
     calls = []
-    derived = [0]                   # bytes of ctx->derived handed out so far
-    for i, (grp, fn) in enumerate(zip(g.groups, fns)):
-        calls.append(_no_restrict_on_aliases(_lower_group(plan, grp, fn, slot_names, i, derived)))
-    return calls
+    derived = [(plan.derived_bytes + 63) // 64 * 64]   # bytes of ctx->derived handed out so far (folded first)
+    for i, (grp, fn) in enumerate(zip(groups, fns)):
+        call = _no_restrict_on_aliases(_lower_group(plan, grp, fn, slot_names, i, derived))
+        calls.append(call if i < len(g.groups) else replace(call, node_index=-1))
+    return calls[:len(g.groups)], calls[len(g.groups):]
 
 
 def derived_bytes(calls: list[KernelCall]) -> int:
+    """ctx->derived bytes used by the folded BatchNorms of `calls` (they come after the folded values)."""
     return max((p.derived_end for c in calls for p in c.prepare), default=0)
 
 
@@ -177,9 +193,10 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int, d
         raise AssertionError(f"{op.name}.lower ignored its fused epilogue {epilogue}")
     ws = plan.locations.get((anchor.id, -1))
     if ws is not None:
-        nbytes = next(b.nbytes for b in plan.buffers if b.name == f"{anchor.name}_workspace")
-        outs.append(Buffer("workspace", TensorType((nbytes // 4,)), True, f"(float *)(ctx->arena + {ws.offset})",
-                           f"arena + {ws.offset} (scratch)"))
+        nbytes = next(b.nbytes for b in (*plan.buffers, *plan.derived_buffers)
+                      if b.name == f"{anchor.name}_workspace")
+        expr, where = _location_expr(ws, True, slot_names)
+        outs.append(Buffer("workspace", TensorType((nbytes // 4,)), True, expr, f"{where} (scratch)"))
     return KernelCall(template=template, vars=variables, buffers=(*ins, *outs), prepare=prepare, **common)
 
 

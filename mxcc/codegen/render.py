@@ -52,20 +52,30 @@ def _render_kernel(env, call: KernelCall) -> str:
 
 def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, source: str,
            options: str, profile: bool = True, updates: list | None = None, train_program: dict | None = None,
-           optimizer: str = "", infer_calls: list | None = None, random: bool = False) -> CSource:
+           optimizer: str = "", infer_calls: list | None = None, random: bool = False,
+           folded: list | None = None, folded_bytes: int = 0) -> CSource:
     """`infer_calls`: a training build's inference forward (`<net>_forward_infer`), numbered after the
     updates; None when the forward does not depend on the mode. `random`: the forward draws from the
-    context's RNG (training Dropout), so each training forward advances ctx->rng_step."""
+    context's RNG (training Dropout), so each training forward advances ctx->rng_step. `folded`: the kernels
+    of folded constants (lower_folded; of the inference variant too), run first by `<net>_prepare`, writing
+    `folded_bytes` of ctx->derived; they are not in the kernel table (the forward never runs them)."""
     from mxcc.codegen.lower import derived_bytes
     env = environment(template_dir)
+    folded = folded or []
     every = calls + (infer_calls or [])
     ctx = dict(
         net=net, NET=net.upper(), version=__version__, source=source, options=options, profile=profile,
-        calls=calls, kernels=[_render_kernel(env, c) for c in every],
-        prepares=[_render_kernel(env, p) for c in every for p in c.prepare], derived_bytes=derived_bytes(every),
-        prepare_fns=[p.fn for c in every for p in c.prepare],
+        calls=calls, kernels=[_render_kernel(env, c) for c in every + folded],
+        prepares=[_render_kernel(env, p) for c in folded + every for p in c.prepare],
+        derived_bytes=max(folded_bytes, derived_bytes(every + folded)),
+        # folded values first (a folded BatchNorm may read them), each after the BatchNorm folds it reads
+        prepare_fns=[fn for c in folded for fn in (*(p.fn for p in c.prepare), c.fn)]
+        + [p.fn for c in every for p in c.prepare],
+        folded=folded, folded_bytes=folded_bytes, folded_nodes=sum(len(c.sources) for c in folded),
         forward=[c for c in calls if c.phase == "forward"], backward=[c for c in calls if c.phase == "backward"],
-        infer=infer_calls or [], infer_prepares=any(c.prepare for c in infer_calls or []), random=random,
+        infer=infer_calls or [], random=random,
+        # a training build's updates change the params: forward_infer refolds what is derived from them
+        infer_prepares=bool(infer_calls) and (bool(folded) or any(c.prepare for c in infer_calls)),
         train=updates is not None, updates=updates or [],
         slots=[dict(index=s.index, name=s.name, cname=c_string(s.name), kind=s.kind, shape=s.shape,
                     size=_size(s.shape), ident=ident)

@@ -11,6 +11,7 @@ from mxcc.graph.ir import Graph
 from mxcc.options import CompileOptions
 from mxcc.passes.autodiff import autodiff
 from mxcc.passes.dce import dce
+from mxcc.passes.fold_constants import fold_constants
 from mxcc.passes.fuse import fuse
 from mxcc.passes.infer_shapes import bind, infer_shapes
 from mxcc.passes.plan_memory import plan_memory
@@ -21,6 +22,8 @@ from mxcc.passes.train_mode import mode_dependent, train_mode
 PIPELINE_INFER = (
     ("remove_dropout", lambda g, o: remove_dropout(g), lambda o: not o.train),
     ("dce", lambda g, o: dce(g), lambda o: True),
+    # params change every training step: fold only inference graphs (a training build's forward_infer too)
+    ("fold_constants", lambda g, o: fold_constants(g), lambda o: o.fold and not o.train),
     ("fuse", lambda g, o: fuse(g, enabled=o.fuse), lambda o: True),   # fuse=False still makes 1-node groups
 )
 
@@ -67,5 +70,5 @@ def run_pipeline(graph: Graph, shapes: dict, opts: CompileOptions, log=None, *, 
     return plan
 
 
-__all__ = ["PIPELINE_INFER", "autodiff", "bind", "trainable", "dce", "fuse", "infer_shapes", "mode_dependent",
-           "plan_memory", "remove_dropout", "run_pipeline", "train_mode"]
+__all__ = ["PIPELINE_INFER", "autodiff", "bind", "trainable", "dce", "fold_constants", "fuse", "infer_shapes",
+           "mode_dependent", "plan_memory", "remove_dropout", "run_pipeline", "train_mode"]

@@ -10,8 +10,10 @@ outputs leave the group. Rules:
   - a `view` op (Flatten, surviving Dropout) needs no kernel unless its output is a graph head (then it is a
     copy kernel of its own);
   - with fuse=False every kernel-needing node is its own group (finer profiling, easier debugging).
-Values read by a head (or holding a gradient) or by two nodes always end a group; a group never mixes the
-forward and backward phases. Does not: reorder nodes (schedule) or place
+Values read by a head (or holding a gradient) or by two nodes always end a group; a group never mixes
+phases (forward, backward, and "prepare": nodes folded by fold_constants; a forward group may read them
+as it reads params, even when it comes first in `groups`: plan_memory moves the prepare groups to
+`plan.folded`, which `<net>_prepare` runs before any forward). Does not: reorder nodes (schedule) or place
 buffers (plan_memory).
 
     before: fullyconnected0 = FullyConnected(X, w0, b0); activation0 = Activation(fullyconnected0)
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from mxcc.graph.ir import FusedGroup, Graph, Ref
 from mxcc.ops.base import Fusion
+from mxcc.passes.fold_constants import PREPARE
 
 
 def fuse(graph: Graph, enabled: bool = True) -> Graph:
@@ -46,14 +49,16 @@ def fuse(graph: Graph, enabled: bool = True) -> Graph:
 
 def _foldable_batch_norm(graph: Graph, anchor, members: list[int], bn) -> bool:
     """An inference BatchNorm directly after an anchor, normalizing the axis the anchor's epilogue vectors
-    index, with its gamma/beta/moving stats bound by the host (read once at bind time)."""
+    index, with its gamma/beta/moving stats bound by the host or folded from params (read at bind time,
+    after the folded values: <net>_prepare runs those first)."""
     step = bn.opdef.epilogue(bn.params) if bn.opdef.epilogue else None
     axis = anchor.opdef.epilogue_axis
     if step is None or not step.batch_norm or axis is None or graph.grads or len(members) != 1:
         return False
     ndim = len(bn.out_types[0].shape)
     return (bn.params.axis % ndim == axis % ndim and bn.inputs[0].node == anchor.id
-            and all(graph.nodes[r.node].is_variable for r in bn.inputs[1:]))
+            and all(graph.nodes[r.node].is_variable or graph.nodes[r.node].phase == PREPARE
+                    for r in bn.inputs[1:]))
 
 
 def _grow(graph: Graph, members: list[int], readers, heads, taken: set[int]) -> None:
@@ -67,7 +72,9 @@ def _grow(graph: Graph, members: list[int], readers, heads, taken: set[int]) -> 
         if key in heads or len(rs) != 1:
             return
         nxt = graph.nodes[rs[0]]
-        ready = all(r.node in members or r.node in taken or graph.nodes[r.node].is_variable for r in nxt.inputs)
+        ready = all(r.node in members or r.node in taken or graph.nodes[r.node].is_variable
+                    or (graph.nodes[r.node].phase == PREPARE != anchor.phase)      # computed at bind time
+                    for r in nxt.inputs)
         if not ready or nxt.phase != anchor.phase:     # forward and backward run in separate entry points
             return
         if nxt.out_types[0] != graph.nodes[members[-1]].out_types[0]:

@@ -7,11 +7,14 @@ other group output gets a 64-byte aligned arena range that overlaps no other buf
 strategies are tried (greedy by size, greedy by definition order; both first-fit on offsets, as TFLite's
 "offset calculation") and the smaller arena wins. With plan=False every buffer gets its own range (naive).
 Elementwise kernels reuse the storage of an input that dies at their step (in-place, `plan.inplace`).
-Sizes use each value's real dtype.
+Sizes use each value's real dtype. Folded groups (phase "prepare", passes/fold_constants.py) leave
+`graph.groups` for `plan.folded`: their values are placed the same way in ctx->derived (`plan.derived_buffers`,
+Location.derived), never in the arena; those the forward reads stay live to the end.
 """
 from __future__ import annotations
 
 from mxcc.graph.ir import Graph, Ref
+from mxcc.passes.fold_constants import PREPARE
 from mxcc.plan import BufferSlot, Location, Plan, Slot
 
 ALIGN = 64
@@ -70,6 +73,8 @@ def _view_source(graph: Graph, r: Ref) -> Ref:
 
 def plan_memory(graph: Graph, enabled: bool = True, state_names: tuple[str, ...] = ()) -> Plan:
     assert graph.groups is not None, "plan_memory requires the fuse pass"
+    folded = tuple(g for g in graph.groups if graph.nodes[g.anchor].phase == PREPARE)
+    graph = graph.with_nodes(graph.nodes, groups=tuple(g for g in graph.groups if g not in folded))
     slots = host_slots(graph, state_names)
     slot_of = {s.name: s.index for s in slots if s.kind in ("input", "param", "aux")}
     locations: dict[tuple[int, int], Location] = {}
@@ -86,17 +91,12 @@ def plan_memory(graph: Graph, enabled: bool = True, state_names: tuple[str, ...]
         if key in out_slot:
             locations[key] = Location(slot=out_slot[key])
             del vals[key]
-    root = _inplace_roots(graph, vals) if enabled else {k: k for k in vals}
-    merged: dict[tuple, list] = {}
-    for key, (name, nbytes, lo, hi) in vals.items():
-        r = merged.setdefault(root[key], [vals[root[key]][0], nbytes, lo, hi])
-        r[2], r[3] = min(r[2], lo), max(r[3], hi)
-    roots = list(merged)
-    buffers = [BufferSlot(m[0], -1, m[1], m[2], m[3]) for m in (merged[r] for r in roots)]
-    placed, strategy = _place(buffers, enabled)
-    offset = {r: b.offset for r, b in zip(roots, placed)}
+    placed, offset, strategy, inplace = _allocate(graph, vals, enabled)
     for key in vals:
-        locations[key] = Location(offset=offset[root[key]])
+        locations[key] = Location(offset=offset[key])
+    derived, dvals, doffset, dinplace = _plan_derived(graph, folded, enabled)
+    for key in dvals:
+        locations[key] = Location(derived=doffset[key])
     # views resolve to their source's location
     for n in graph.nodes:
         if not n.is_variable and (n.id, 0) not in locations and n.opdef.view:
@@ -106,11 +106,46 @@ def plan_memory(graph: Graph, enabled: bool = True, state_names: tuple[str, ...]
     arena = max((b.offset + _align(b.nbytes) for b in placed), default=0)
     naive = sum(_align(v[1]) for v in vals.values())
     steps = len(graph.groups)
-    lower = max((sum(_align(b.nbytes) for b in buffers if b.start <= s <= b.end) for s in range(steps)), default=0)
+    lower = max((sum(_align(b.nbytes) for b in placed if b.start <= s <= b.end) for s in range(steps)), default=0)
     return Plan(graph=graph, slots=slots, buffers=tuple(placed), locations=locations, arena_bytes=arena,
-                naive_bytes=naive, lower_bound_bytes=lower, strategy=strategy,
-                inplace=tuple(sorted((vals[k][0], vals[root[k]][0]) for k in vals if root[k] != k)),
-                live={k: (v[2], v[3]) for k, v in vals.items()})
+                naive_bytes=naive, lower_bound_bytes=lower, strategy=strategy, inplace=inplace + dinplace,
+                live={k: (v[2], v[3]) for k, v in vals.items()}, folded=folded, derived_buffers=tuple(derived),
+                derived_bytes=max((b.offset + _align(b.nbytes) for b in derived), default=0))
+
+
+def _allocate(graph: Graph, vals: dict, enabled: bool):
+    """Place `vals` ((node, index) -> (name, bytes, first step, last step)) in one region: in-place chains
+    share a buffer, then first-fit. -> (placed buffers, key -> offset, strategy, in-place name pairs)."""
+    root = _inplace_roots(graph, vals) if enabled else {k: k for k in vals}
+    merged: dict[tuple, list] = {}
+    for key, (name, nbytes, lo, hi) in vals.items():
+        r = merged.setdefault(root[key], [vals[root[key]][0], nbytes, lo, hi])
+        r[2], r[3] = min(r[2], lo), max(r[3], hi)
+    roots = list(merged)
+    buffers = [BufferSlot(m[0], -1, m[1], m[2], m[3]) for m in (merged[r] for r in roots)]
+    placed, strategy = _place(buffers, enabled)
+    offset = {r: b.offset for r, b in zip(roots, placed)}
+    inplace = tuple(sorted((vals[k][0], vals[root[k]][0]) for k in vals if root[k] != k))
+    return placed, {k: offset[root[k]] for k in vals}, strategy, inplace
+
+
+def _plan_derived(graph: Graph, folded: tuple, enabled: bool):
+    """The folded groups' values (and workspaces) in ctx->derived, over the steps of <net>_prepare: a value
+    the forward reads stays live to the end (the forward runs many times after one prepare); one only other
+    folded kernels read can share its bytes with later ones. `graph` holds the forward's groups."""
+    if not folded:
+        return [], {}, {}, ()
+    prep = graph.with_nodes(graph.nodes, groups=folded)
+    vals = {k: list(v) for k, v in _live_ranges(prep).items()}
+    for grp in graph.groups:
+        for m in grp.members:
+            for r in graph.nodes[m].inputs:
+                src = _view_source(prep, r).key
+                if src in vals:
+                    vals[src][3] = len(folded)
+    vals = {k: tuple(v) for k, v in vals.items()}
+    placed, offset, _, inplace = _allocate(prep, vals, enabled)
+    return placed, vals, offset, inplace
 
 
 def _live_ranges(graph: Graph) -> dict[tuple[int, int], tuple[str, int, int, int]]:
