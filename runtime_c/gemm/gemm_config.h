@@ -14,18 +14,37 @@
 #ifndef MXCC_GEMM_CONFIG_H
 #define MXCC_GEMM_CONFIG_H
 
-/* ---- register tile: the packed-panel geometry shared by every micro-kernel ---------------------------
- * 6 x 16 = 12 ymm accumulators (6 rows x 2 vectors of 8 lanes) + 2 ymm for the B row + 1 for the A
- * broadcast = 15 of the 16 ymm registers: the largest tile that fits AVX2 (BLIS haswell sgemm uses the
- * same). Per k step it issues 12 FMAs for 2 vector loads + 6 broadcasts, so two FMA ports stay busy.
+/* ---- register tile: the packed-panel geometry shared by every micro-kernel of a build ----------------
+ * One geometry per build, chosen by the ISA the compiler targets: pack routines, the build's optimized
+ * micro-kernel and the reference kernel all read MXCC_GEMM_MR x MXCC_GEMM_NR, so the reference is the
+ * oracle of whichever kernel is active, on the same packed panels.
+ *
+ * AVX-512F (mxcc_ukernel_f32_14x32_avx512f): 14 x 32 = 28 zmm accumulators (14 rows x 2 vectors of 16
+ * lanes) + 2 zmm for the B row + 1 for the A broadcast = 31 of the 32 zmm registers. Per k step: 28 FMAs
+ * for 2 vector loads + 14 broadcast loads, so both 512-bit FMA ports stay busy and the 16 loads fit the
+ * load ports. 32 columns waste nothing on N = 64, 128, 512. TODO alternatives table.
+ *
+ * AVX2 + FMA (mxcc_ukernel_f32_6x16_avx2fma) and the plain-C build: 6 x 16 = 12 ymm accumulators (6 rows x
+ * 2 vectors of 8 lanes) + 2 ymm for the B row + 1 for the A broadcast = 15 of the 16 ymm registers: the
+ * largest tile that fits AVX2 (BLIS haswell sgemm uses the same). Per k step it issues 12 FMAs for 2 vector
+ * loads + 6 broadcasts, so two FMA ports stay busy.
  * Alternatives timed alone (k = 384, one B micro-panel against 288 rows of packed A, 1 thread, GFLOP/s,
  * two runs; AVX2 FMA peak ~88 here): 6x16 87.6/88.3, 4x24 89.0/85.8, 12x8 87.7/74.8, 8x8 73.3/70.7.
  * 6x16 and 4x24 tie; 16 columns waste nothing on the layer widths mxcc sees most (N = 64, 128, 512),
- * where 24 would pad N = 64 and 128 by 11% (3 and 6 panels), so 6 x 16 stays.
- * The reference kernel uses the same MR x NR, so it reads the same packed panels and is the oracle of
- * the AVX2 kernel. A kernel with another tile needs its own MR/NR here and pack routines for it. */
+ * where 24 would pad N = 64 and 128 by 11% (3 and 6 panels), so 6 x 16 stays. */
+#if defined(__AVX512F__)
+#define MXCC_GEMM_MR 14
+#define MXCC_GEMM_NR 32
+#else
 #define MXCC_GEMM_MR 6
 #define MXCC_GEMM_NR 16
+#endif
+
+/* ---- AVX-512F (mxcc_ukernel_f32_14x32_avx512f) ---------------------------------------------------------
+ * TODO reasoning. */
+#define MXCC_GEMM_AVX512F_MC 140
+#define MXCC_GEMM_AVX512F_KC 256
+#define MXCC_GEMM_AVX512F_NC 3072
 
 /* ---- AVX2 + FMA (mxcc_ukernel_f32_6x16_avx2fma) --------------------------------------------------------
  * KC: one B micro-panel (KC x NR x 4 B) must stay in L1 while the ir loop streams A micro-panels past it.

@@ -12,14 +12,23 @@
  * rows, the team shares the packed B (each packs a slice, then a barrier; two B buffers alternate so one
  * barrier per pc step suffices). Serial when the problem is small or when called from inside a
  * parallel region. Small M with B transposed (FullyConnected) skips packing: see gemm_small_m.
- * This file alone chooses the ISA: AVX2+FMA kernels if the compiler targets them, else the reference.
+ * This file alone chooses the ISA, at compile time: the AVX-512F kernels if the compiler targets AVX-512F,
+ * else the AVX2+FMA kernels if it targets those, else the reference kernels.
  */
 #include <omp.h>
 #include <stdlib.h>
 
 #include "gemm_internal.h"
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX512F__)
+#define UKERNEL mxcc_ukernel_f32_14x32_avx512f
+#define ROWDOT mxcc_ukernel_f32_rowdot_avx512f
+#define PACK_A mxcc_pack_a_f32_avx2
+#define PACK_B mxcc_pack_b_f32_avx2
+#define MC MXCC_GEMM_AVX512F_MC
+#define KC MXCC_GEMM_AVX512F_KC
+#define NC MXCC_GEMM_AVX512F_NC
+#elif defined(__AVX2__) && defined(__FMA__)
 #define UKERNEL mxcc_ukernel_f32_6x16_avx2fma
 #define ROWDOT mxcc_ukernel_f32_rowdot_avx2fma
 #define PACK_A mxcc_pack_a_f32_avx2

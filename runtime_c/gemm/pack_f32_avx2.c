@@ -15,7 +15,15 @@
 
 #define MR MXCC_GEMM_MR
 #define NR MXCC_GEMM_NR
-_Static_assert(MR == 6 && NR == 16, "pack_f32_avx2.c is written for 6 x 16 panels");
+/* both geometries (6 x 16 for AVX2, 14 x 32 for AVX-512): A panels in up to two 8-row groups, B panels
+ * in whole 8-column groups */
+_Static_assert(MR <= 16 && NR % 8 == 0, "pack_f32_avx2.c: MR <= 16, NR a multiple of 8");
+
+/* lanes < n on, for _mm256_maskstore_ps */
+static inline __m256i lanes_below(int n)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
 
 /* r[j] (8 lanes) = row j; afterwards r[k] = column k: (row0[k], ..., row7[k]) */
 static inline __attribute__((always_inline)) void transpose_8x8(__m256 r[8])
@@ -42,36 +50,38 @@ static inline __attribute__((always_inline)) void transpose_8x8(__m256 r[8])
     r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
-/* A full panel of op(A) = A: dst[k*6 + r] = a[r*lda + k], 6 rows x kc. */
-static void pack_a_panel_6(int kc, const float *a, long lda, float *dst /* (kc, 6) */)
+/* A full panel of op(A) = A: dst[k*MR + r] = a[r*lda + k], MR rows x kc. */
+static void pack_a_panel(int kc, const float *a, long lda, float *dst /* (kc, MR) */)
 {
     int k = 0;
-    /* 8 k at a time. Each column is stored as 8 floats at dst + 6k: its 2 extra (zero) lanes are
-     * overwritten by the next column's store, so the loop stops while a next column exists (k + 8 < kc)
-     * and never writes past the panel. */
-    for (; k + 8 < kc; k += 8) {
-        __m256 r[8];
-        for (int i = 0; i < MR; i++) r[i] = _mm256_loadu_ps(a + i * lda + k);
-        r[6] = r[7] = _mm256_setzero_ps();
-        transpose_8x8(r);
-        for (int j = 0; j < 8; j++) _mm256_storeu_ps(dst + (k + j) * MR, r[j]);
+    /* 8 k at a time: rows 8g .. 8g+7 (zero past MR) are transposed in registers; column k of the group is
+     * stored as its valid lanes at dst + k*MR + 8g */
+    for (; k + 8 <= kc; k += 8) {
+        for (int g = 0; g < MR; g += 8) {
+            const int rows = MR - g < 8 ? MR - g : 8;
+            const __m256i valid = lanes_below(rows);
+            __m256 r[8];
+            for (int i = 0; i < 8; i++) r[i] = i < rows ? _mm256_loadu_ps(a + (g + i) * lda + k) : _mm256_setzero_ps();
+            transpose_8x8(r);
+            for (int j = 0; j < 8; j++) _mm256_maskstore_ps(dst + (k + j) * MR + g, valid, r[j]);
+        }
     }
     for (; k < kc; k++) {
         for (int i = 0; i < MR; i++) dst[k * MR + i] = a[i * lda + k];
     }
 }
 
-/* A full panel of op(B) = B^T: dst[k*16 + c] = b[c*ldb + k], 16 source rows x kc. */
-static void pack_bt_panel_16(int kc, const float *b, long ldb, float *dst /* (kc, 16) */)
+/* A full panel of op(B) = B^T: dst[k*NR + c] = b[c*ldb + k], NR source rows x kc. */
+static void pack_bt_panel(int kc, const float *b, long ldb, float *dst /* (kc, NR) */)
 {
     int k = 0;
     for (; k + 8 <= kc; k += 8) {
-        /* rows 0..7 become columns 0..7 of 8 panel rows, rows 8..15 columns 8..15 */
-        for (int half = 0; half < 2; half++) {
+        /* source rows 8g .. 8g+7 become columns 8g .. 8g+7 of 8 panel rows */
+        for (int g = 0; g < NR; g += 8) {
             __m256 r[8];
-            for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(b + (half * 8 + i) * ldb + k);
+            for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(b + (g + i) * ldb + k);
             transpose_8x8(r);
-            for (int j = 0; j < 8; j++) _mm256_storeu_ps(dst + (k + j) * NR + half * 8, r[j]);
+            for (int j = 0; j < 8; j++) _mm256_storeu_ps(dst + (k + j) * NR + g, r[j]);
         }
     }
     for (; k < kc; k++) {
@@ -87,7 +97,7 @@ void mxcc_pack_a_f32_avx2(int trans_a, int mc, int kc, const float *a, int lda, 
     }
     const int full = mc / MR * MR;
     for (int i = 0; i < full; i += MR) {
-        pack_a_panel_6(kc, a + (long)i * lda, lda, ap + (long)i * kc);
+        pack_a_panel(kc, a + (long)i * lda, lda, ap + (long)i * kc);
     }
     if (full < mc) {
         mxcc_pack_a_f32(trans_a, mc - full, kc, a + (long)full * lda, lda, ap + (long)full * kc);
@@ -102,7 +112,7 @@ void mxcc_pack_b_f32_avx2(int trans_b, int kc, int nc, const float *b, int ldb, 
     }
     const int full = nc / NR * NR;
     for (int j = 0; j < full; j += NR) {
-        pack_bt_panel_16(kc, b + (long)j * ldb, ldb, bp + (long)j * kc);
+        pack_bt_panel(kc, b + (long)j * ldb, ldb, bp + (long)j * kc);
     }
     if (full < nc) {
         mxcc_pack_b_f32(trans_b, kc, nc - full, b + (long)full * ldb, ldb, bp + (long)full * kc);
