@@ -63,7 +63,13 @@ static void pack_a_panel(int kc, const float *a, long lda, float *dst /* (kc, MR
             __m256 r[8];
             for (int i = 0; i < 8; i++) r[i] = i < rows ? _mm256_loadu_ps(a + (g + i) * lda + k) : _mm256_setzero_ps();
             transpose_8x8(r);
+#if defined(__AVX512VL__)
+            /* vmaskmovps costs several uops per store; the AVX-512 masked store one (14 x 32 panels) */
+            (void)valid;
+            for (int j = 0; j < 8; j++) _mm256_mask_storeu_ps(dst + (k + j) * MR + g, (__mmask8)((1u << rows) - 1), r[j]);
+#else
             for (int j = 0; j < 8; j++) _mm256_maskstore_ps(dst + (k + j) * MR + g, valid, r[j]);
+#endif
         }
     }
     for (; k < kc; k++) {
