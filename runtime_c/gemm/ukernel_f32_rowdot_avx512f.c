@@ -5,9 +5,9 @@
  * unit stride and no packing. The weight (n x k) is the traffic: each group of 4 weight rows is read
  * once and used by all m rows of A, which stay in L1/L2 (m x k x 4 B). Register tile: R rows of A x 4
  * rows of W, R = 3/2/1 -> 12/8/8 accumulators; per 16 floats of k, 4 + R loads feed 4R FMAs.
- * (R = 1 keeps two accumulator sets over even/odd 16-float chunks so that 8 FMAs are in flight).
- * A head up to W's first 64-byte boundary and the k tail use masked loads; a ragged last group of W rows repeats a valid row and drops
- * its results. The twin of mxcc_ukernel_f32_rowdot_avx2fma with 16-lane vectors: half the loads and FMAs
+ * (R = 1 keeps two accumulator sets over 32-float steps so that 8 FMAs are in flight).
+ * The k loop runs on W's cache-line grid with masked first and last steps, and the result does not depend
+ * on that grid (see tile_rx4); a ragged last group of W rows repeats a valid row and drops its results. The twin of mxcc_ukernel_f32_rowdot_avx2fma with 16-lane vectors: half the loads and FMAs
  * per float of W, which is what this path spends its time on. Contract: gemm_internal.h. Compiled to
  * nothing without AVX-512F.
  */
@@ -38,63 +38,82 @@ static inline __m128 hsum4(__m512 v0, __m512 v1, __m512 v2, __m512 v3)
  * tile's speed (54 vs 80 GFLOP/s at 32 x 128 x 784). */
 #define UNROLLED _Pragma("GCC unroll 4")
 
+/* lanes l with 0 <= q + l < k on: the part of the 16 floats at q that lies inside the row */
+static inline __mmask16 inside(int q, int k)
+{
+    const int lo = q < 0 ? -q : 0, hi = k - q < 16 ? k - q : 16;
+    return hi <= lo ? 0 : (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
 /* c[r, 0:nw] (+)= a[r, :] . w[0:4, :] for r < R. a: (R, k) stride lda; w: 4 row pointers (k,);
- * c: (R, nw) stride ldc. R is a compile-time constant at every call site (always_inline). */
+ * c: (R, nw) stride ldc. R is a compile-time constant at every call site (always_inline).
+ *
+ * Steps of S floats (R == 1: S = 32 in two accumulator sets, so that 8 FMA chains hide the 4-cycle FMA
+ * latency; else S = 16, one set) on a grid aligned to W row 0's S*4-byte boundaries: the W loads start
+ * cache lines (rows 1..3 too when ldw is a multiple of 16: K = 128, 784, 800 ...). numpy and malloc give
+ * 16-byte alignment, where every 64-byte load would split two lines: this load-bound loop then ran at
+ * ~0.75x the AVX2 kernel (1 x 128 x 784). The first and last steps are masked to [0, k).
+ * The grid must not change the result (a model loaded twice must compute the same bits): lane L of the
+ * S-lane accumulator adds the k with k = L - h (mod S) in increasing order, masked lanes adding exact
+ * zeros, so rotating the lanes by h at the end gives the sums a grid at k = 0 would, whatever the address. */
 static inline __attribute__((always_inline)) void tile_rx4(const int R, int k, const float *a, long lda,
                                                             const float *const w[NW], float *c, long ldc,
                                                             int nw, int beta)
 {
-    __m512 acc[3][NW], acc1[NW];  /* acc[r][j]: partial dot of A row r and W row j; acc1: R == 1 odd chunks */
-    UNROLLED for (int r = 0; r < R; r++)
-        UNROLLED for (int j = 0; j < NW; j++) acc[r][j] = _mm512_setzero_ps();
-    UNROLLED for (int j = 0; j < NW; j++) acc1[j] = _mm512_setzero_ps();
-    /* acc[r][j] += a[r, P : P+16] * w[j][P : P+16] on the lanes of MASK (masked loads read nothing else) */
-#define CHUNK(P, MASK)                                                                             \
-    do {                                                                                           \
-        __m512 wv[NW];                                                                             \
-        UNROLLED for (int j = 0; j < NW; j++) wv[j] = _mm512_maskz_loadu_ps((MASK), w[j] + (P));   \
-        UNROLLED for (int r = 0; r < R; r++) {                                                     \
-            const __m512 x = _mm512_maskz_loadu_ps((MASK), a + r * lda + (P));                     \
-            UNROLLED for (int j = 0; j < NW; j++) acc[r][j] = _mm512_fmadd_ps(x, wv[j], acc[r][j]); \
-        }                                                                                          \
-    } while (0)
+    const int SETS = R == 1 ? 2 : 1, S = 16 * SETS;
+    __m512 acc[2][3][NW];  /* acc[s][r][j]: lanes 16s .. 16s+15 of the partial dots of A row r and W row j */
+    UNROLLED for (int s = 0; s < SETS; s++)
+        UNROLLED for (int r = 0; r < R; r++)
+            UNROLLED for (int j = 0; j < NW; j++) acc[s][r][j] = _mm512_setzero_ps();
+    /* acc[s][.][.] += a[r, q : q+16] * w[j][q : q+16], q = P + 16s, on the lanes of MASK(q) (masked loads
+     * read nothing else). A macro, not a function: GCC keeps acc in registers only when it is not passed by
+     * pointer. */
+#define STEP(P, MASK)                                                                                  \
+    UNROLLED for (int s = 0; s < SETS; s++) {                                                          \
+        const int q = (P) + 16 * s;                                                                    \
+        const __mmask16 mq = MASK;                                                                     \
+        __m512 wv[NW];                                                                                 \
+        UNROLLED for (int j = 0; j < NW; j++) wv[j] = _mm512_maskz_loadu_ps(mq, w[j] + q);             \
+        UNROLLED for (int r = 0; r < R; r++) {                                                         \
+            const __m512 x = _mm512_maskz_loadu_ps(mq, a + r * lda + q);                               \
+            UNROLLED for (int j = 0; j < NW; j++) acc[s][r][j] = _mm512_fmadd_ps(x, wv[j], acc[s][r][j]); \
+        }                                                                                              \
+    }
 
-    /* head: the floats up to W row 0's next 64-byte boundary, so that the main loop's W loads start cache
-     * lines. numpy and malloc give 16-byte alignment, where every 64-byte load would split two lines and
-     * this load-bound loop ran at ~0.75x the AVX2 kernel (1 x 128 x 784). Rows 1..3 share the alignment
-     * when ldw is a multiple of 16 (K = 128, 784, 800 ...). */
-    int p = (int)((64 - ((unsigned long)w[0] & 63)) & 63) / 4;
-    if (p >= k) {
-        p = 0;
-    } else if (p > 0) {
-        CHUNK(0, (__mmask16)((1u << p) - 1));
+    const int h = (int)(((unsigned long)w[0] / sizeof(float)) % (unsigned)S);  /* w[0] - h is on the grid */
+    int p = -h;
+    if (h > 0) {
+        STEP(p, inside(q, k))  /* the head: k in [0, S - h) */
+        p += S;
     }
-    if (R == 1) {
-        /* two independent accumulator sets: 8 FMA chains hide the 4-cycle FMA latency */
-        for (; p + 32 <= k; p += 32) {
-            const __m512 x0 = _mm512_loadu_ps(a + p), x1 = _mm512_loadu_ps(a + p + 16);
-            UNROLLED for (int j = 0; j < NW; j++) {
-                acc[0][j] = _mm512_fmadd_ps(x0, _mm512_loadu_ps(w[j] + p), acc[0][j]);
-                acc1[j] = _mm512_fmadd_ps(x1, _mm512_loadu_ps(w[j] + p + 16), acc1[j]);
-            }
-        }
-    }
-    /* k loop: 16 floats of every row per step, each W vector used by R rows of A */
-    for (; p + 16 <= k; p += 16) {
-        CHUNK(p, (__mmask16)0xFFFF);
+    for (; p + S <= k; p += S) {
+        STEP(p, (__mmask16)0xFFFF)
     }
     if (p < k) {
-        /* k tail: masked loads read only the k % 16 valid floats (zeros elsewhere) */
-        CHUNK(p, (__mmask16)((1u << (k - p)) - 1));
+        STEP(p, inside(q, k))  /* the tail */
     }
-#undef CHUNK
-    if (R == 1) {
-        UNROLLED for (int j = 0; j < NW; j++) acc[0][j] = _mm512_add_ps(acc[0][j], acc1[j]);
+#undef STEP
+
+    /* rotate lane L to lane L - h (mod S), across both sets when S = 32, then fold the sets */
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i from0 = _mm512_and_si512(_mm512_add_epi32(lane, _mm512_set1_epi32(h)), _mm512_set1_epi32(S - 1));
+    UNROLLED for (int r = 0; r < R; r++) {
+        UNROLLED for (int j = 0; j < NW; j++) {
+            if (SETS == 2) {
+                const __m512i from1 = _mm512_and_si512(_mm512_add_epi32(lane, _mm512_set1_epi32(h + 16)),
+                                                       _mm512_set1_epi32(S - 1));
+                const __m512 lo = _mm512_permutex2var_ps(acc[0][r][j], from0, acc[1][r][j]);
+                const __m512 hi = _mm512_permutex2var_ps(acc[0][r][j], from1, acc[1][r][j]);
+                acc[0][r][j] = _mm512_add_ps(lo, hi);
+            } else {
+                acc[0][r][j] = _mm512_permutexvar_ps(from0, acc[0][r][j]);
+            }
+        }
     }
 
     UNROLLED for (int r = 0; r < R; r++) {
         float out[NW];  /* (NW,) dot products of A row r with the 4 W rows */
-        _mm_storeu_ps(out, hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]));
+        _mm_storeu_ps(out, hsum4(acc[0][r][0], acc[0][r][1], acc[0][r][2], acc[0][r][3]));
         float *c_row = c + r * ldc;  /* (nw,) */
         for (int j = 0; j < nw; j++) c_row[j] = beta ? c_row[j] + out[j] : out[j];
     }

@@ -269,6 +269,29 @@ def test_rowdot_kernels_match_numpy(gemm, march):
                         assert np.array_equal(c[:, n:], c_old[:, n:]), f"{where}: wrote past n"
 
 
+def test_rowdot_result_does_not_depend_on_alignment(gemm, march):
+    """The same A and W at every 4-byte offset within a 128-byte line give bitwise the same C (the AVX-512
+    kernel runs its k loop on W's cache-line grid; a model loaded twice must compute the same bits)."""
+    ffi, lib = gemm
+    kernels = [getattr(lib, name) for name in optimized(march)["rowdot"]] + [lib.mxcc_ukernel_f32_rowdot_ref]
+    rng = np.random.default_rng(11)
+    for m, n, k in [(1, 5, 784), (2, 4, 37), (3, 3, 100), (1, 4, 20), (5, 8, 129)]:
+        a0 = rng.standard_normal((m, k)).astype(np.float32)
+        w0 = rng.standard_normal((n, k)).astype(np.float32)
+        for kernel in kernels:
+            results = []
+            for shift in range(32):
+                store = np.zeros(n * k + 64, np.float32)  # W placed `shift` floats into a 128-byte line
+                base = (-store.ctypes.data // 4) % 32
+                w = store[base + shift: base + shift + n * k].reshape(n, k)
+                w[...] = w0
+                c = np.zeros((m, n), np.float32)
+                kernel(m, n, k, fbuf(ffi, a0), k, ffi.from_buffer("float[]", store) + base + shift, k,
+                       fbuf(ffi, c), n, 0)
+                results.append(c)
+            assert all(np.array_equal(r, results[0]) for r in results), f"{kernel} m={m} n={n} k={k}"
+
+
 # ---- whole GEMM against numpy ---------------------------------------------------------------------------
 
 # (M, N, K): 1, primes, around MR = 6 / 14 and NR = 16 / 32 (AVX2 / AVX-512 tiles) and their multiples, up
