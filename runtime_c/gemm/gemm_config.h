@@ -96,9 +96,10 @@
  * 58 vs 44. At M = 64 it still wins for N = 128 (82 vs 76) but loses for N = 512 (65 vs 73): A (M x K)
  * no longer stays in L2 while W streams past it.
  * AVX-512 build, against the 14x32 packed path (1 thread, best of 8 alternating rounds in one process,
- * GFLOP/s): 784->128 M = 16: 84 vs 57, 24: 84 vs 75, 32: 98 vs 73, 40: 135 vs 105, 48: 100 vs 102,
- * 64: 99 vs 115; 800->512 M = 24: 97 vs 89, 32: 121 vs 89, 40: 96 vs 110, 48: 98 vs 108, 64: 97 vs 119;
- * 128->64 M = 32: 74 vs 72, 64: 79 vs 99. The crossover is at M = 40-48, so 32 stays the bound for both.
+ * GFLOP/s): 784->128 M = 16: 93 vs 61, 32: 96 vs 90, 40: 97 vs 113, 48: 132 vs 107, 64: 97 vs 118;
+ * 800->512 M = 32: 94 vs 91, 40: 126 vs 113, 48: 132 vs 108, 64: 96 vs 120; 128->64 M = 32: 69 vs 77,
+ * 64: 70 vs 102. The crossover lies at M = 32-48 (noisy: the same shape measured 96 and 130 in two
+ * runs), and the packed path wins from 64 on every shape, so 32 stays the bound for both builds.
  * SMALLM_MAX_A bounds A (M x K floats, 1 MiB = half the L2) for the same reason. */
 #define MXCC_GEMM_SMALLM_MAX 32
 #define MXCC_GEMM_SMALLM_MAX_A (1 << 18)
