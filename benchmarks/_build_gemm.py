@@ -1,19 +1,25 @@
 """Build runtime_c/gemm/ into a cffi extension module: the one helper tests/runtime and benchmarks/gemm.py share.
 
 The cdef is the public header (mxcc_gemm.h) plus the internal one (gemm_internal.h) with their
-preprocessor lines removed, so the declarations cannot drift from the C; a few extra lines expose the
-block sizes and OpenMP's thread setters. Compiled in API mode with the flags generated code uses
-(-O3 -march=native -fopenmp -g -fno-omit-frame-pointer, C11, never -ffast-math).
+preprocessor lines removed, so the declarations cannot drift from the C; the header's ISA conditions
+(`#if defined(__AVX512F__)` ...) are evaluated against the compiler's predefined macros for the target, so
+the cdef declares exactly the kernels that build defines. A few extra lines expose the block sizes and
+OpenMP's thread setters. Compiled in API mode with the flags generated code uses
+(-O3 -march=native -fopenmp -g -fno-omit-frame-pointer, C11, never -ffast-math); tests also build for
+-march=haswell (AVX2 + FMA) and -march=x86-64 (plain C) to keep those paths tested on an AVX-512 machine.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
+import os
 import re
+import subprocess
 from pathlib import Path
 
 GEMM_DIR = Path(__file__).resolve().parent.parent / "runtime_c" / "gemm"
-CFLAGS = ("-O3", "-march=native", "-fopenmp", "-g", "-fno-omit-frame-pointer", "-std=c11")
+CFLAGS = ("-O3", "-fopenmp", "-g", "-fno-omit-frame-pointer", "-std=c11")  # plus -march=<target>
 
 _EXTRA_CDEF = """
 #define MXCC_GEMM_MR ...
@@ -24,19 +30,47 @@ int omp_get_max_threads(void);
 """
 
 
-def _declarations(header: Path) -> str:
-    """The header's text without preprocessor lines and without `#ifdef __cplusplus` blocks."""
-    out, skip = [], 0
+@functools.lru_cache(maxsize=None)
+def predefined_macros(march: str) -> frozenset[str]:
+    """Names the C compiler predefines for -march=<march> (__AVX512F__, __AVX2__, __FMA__, ...)."""
+    cc = os.environ.get("CC", "gcc")
+    out = subprocess.run([cc, f"-march={march}", "-dM", "-E", "-x", "c", os.devnull],
+                         capture_output=True, text=True, check=True).stdout
+    return frozenset(line.split()[1] for line in out.splitlines() if line.startswith("#define "))
+
+
+def _condition(expr: str, macros: frozenset[str]) -> bool:
+    """An `#if` condition made of defined(X), !, && and || (all the headers use)."""
+    expr = re.sub(r"defined\s*\(\s*(\w+)\s*\)", lambda m: str(m.group(1) in macros), expr)
+    expr = expr.replace("&&", " and ").replace("||", " or ").replace("!", " not ")
+    if not re.fullmatch(r"[\sA-Za-z()]*", expr) or set(re.findall(r"\w+", expr)) - {"True", "False", "and", "or", "not"}:
+        raise ValueError(f"unsupported #if condition in a GEMM header: {expr!r}")
+    return bool(eval(expr))  # noqa: S307 - only True/False/and/or/not/parentheses reach here
+
+
+def _declarations(header: Path, macros: frozenset[str]) -> str:
+    """The header's declarations that the target compiles: preprocessor lines removed, `#if`/`#ifdef`/
+    `#ifndef` blocks kept or dropped as the target's predefined macros say (include guards are not
+    predefined, so their `#ifndef` holds; `__cplusplus` is not defined in C)."""
+    out, active = [], [True]  # active[-1]: are we inside lines the target compiles
     for line in header.read_text().splitlines():
         stripped = line.strip()
-        if skip:
-            skip += stripped.startswith("#if")
-            skip -= stripped.startswith("#endif")
+        directive = re.match(r"#\s*(\w+)\s*(.*)", stripped)
+        if directive is None:
+            if all(active):
+                out.append(line)
             continue
-        if stripped.startswith("#ifdef __cplusplus"):
-            skip = 1
-        elif not stripped.startswith("#"):
-            out.append(line)
+        word, rest = directive.group(1), directive.group(2).split("/*")[0].strip()
+        if word == "if":
+            active.append(_condition(rest, macros))
+        elif word in ("ifdef", "ifndef"):
+            active.append((rest in macros) == (word == "ifdef"))
+        elif word == "else":
+            active[-1] = not active[-1]
+        elif word == "endif":
+            active.pop()
+        elif word == "elif":
+            raise ValueError(f"#elif is not supported in {header.name}")
     return re.sub(r"\n{3,}", "\n\n", "\n".join(out))
 
 
@@ -45,15 +79,18 @@ def gemm_sources() -> list[Path]:
     return sorted(GEMM_DIR.glob("*.c"))
 
 
-def build_gemm(build_dir: str | Path, module_name: str = "_mxcc_gemm"):
-    """Compile the GEMM sources into build_dir and import the module; returns (ffi, lib).
+def build_gemm(build_dir: str | Path, module_name: str = "_mxcc_gemm", march: str = "native"):
+    """Compile the GEMM sources for -march=<march> into build_dir and import the module; returns (ffi, lib).
 
     The module name carries a hash of the sources, headers, cdef and flags, so a later call with the same
     build_dir (a benchmark's worker processes) imports the existing build instead of compiling again."""
     import cffi  # imported here so that importing this file never needs cffi
 
-    cdef = _declarations(GEMM_DIR / "mxcc_gemm.h") + _declarations(GEMM_DIR / "gemm_internal.h") + _EXTRA_CDEF
-    digest = hashlib.sha256(cdef.encode() + " ".join(CFLAGS).encode())
+    macros = predefined_macros(march)
+    cdef = (_declarations(GEMM_DIR / "mxcc_gemm.h", macros) + _declarations(GEMM_DIR / "gemm_internal.h", macros)
+            + _EXTRA_CDEF)
+    cflags = (*CFLAGS, f"-march={march}")
+    digest = hashlib.sha256(cdef.encode() + " ".join(cflags).encode())
     for path in sorted(GEMM_DIR.glob("*.[ch]")):
         digest.update(path.name.encode() + path.read_bytes())
     module_name = f"{module_name}_{digest.hexdigest()[:12]}"
@@ -70,7 +107,7 @@ def build_gemm(build_dir: str | Path, module_name: str = "_mxcc_gemm"):
             '#include <omp.h>\n#include "gemm_internal.h"\n',
             sources=[str(p) for p in gemm_sources()],
             include_dirs=[str(GEMM_DIR)],
-            extra_compile_args=list(CFLAGS),
+            extra_compile_args=list(cflags),
             extra_link_args=["-fopenmp"],
             libraries=["m"],
         )

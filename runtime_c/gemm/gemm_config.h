@@ -14,18 +14,55 @@
 #ifndef MXCC_GEMM_CONFIG_H
 #define MXCC_GEMM_CONFIG_H
 
-/* ---- register tile: the packed-panel geometry shared by every micro-kernel ---------------------------
- * 6 x 16 = 12 ymm accumulators (6 rows x 2 vectors of 8 lanes) + 2 ymm for the B row + 1 for the A
- * broadcast = 15 of the 16 ymm registers: the largest tile that fits AVX2 (BLIS haswell sgemm uses the
- * same). Per k step it issues 12 FMAs for 2 vector loads + 6 broadcasts, so two FMA ports stay busy.
+/* ---- register tile: the packed-panel geometry shared by every micro-kernel of a build ----------------
+ * One geometry per build, chosen by the ISA the compiler targets: pack routines, the build's optimized
+ * micro-kernel and the reference kernel all read MXCC_GEMM_MR x MXCC_GEMM_NR, so the reference is the
+ * oracle of whichever kernel is active, on the same packed panels.
+ *
+ * AVX-512F (mxcc_ukernel_f32_14x32_avx512f): 14 x 32 = 28 zmm accumulators (14 rows x 2 vectors of 16
+ * lanes) + 2 zmm for the B row + 1 for the A broadcast = 31 of the 32 zmm registers. Per k step: 28 FMAs
+ * for 2 vector loads + 14 broadcast loads, so both 512-bit FMA ports stay busy and the 16 loads fit the
+ * load ports. Alternatives timed alone (the same kernel source at each tile; k = 384, one B micro-panel
+ * against ~280 rows of packed A, 1 thread, GFLOP/s, best of 7 x 0.2 s, two runs; a loop of independent
+ * AVX-512 FMAs runs at 165-169 here): 14x32 159.5/164.9, 12x32 158.3/168.4, 8x32 155.6/159.4,
+ * 6x64 168.4/165.8, 8x48 162.3/157.8, 4x64 165.2/153.6. All are at the FMA ceiling within this machine's
+ * noise, so the choice is made by the whole GEMM: NR = 32 divides the layer widths (N = 64, 128, 512) and
+ * keeps a B micro-panel at 128 B per k (6x64 would need 256 B per k: 64 KiB at KC = 256, more than L1);
+ * MR = 14 reads each B row for 14 rows (the most reuse that fits the registers) and pads M = 64 to 70,
+ * 100 to 112, 256 to 266 (12 would pad them to 72, 108, 264).
+ *
+ * AVX2 + FMA (mxcc_ukernel_f32_6x16_avx2fma) and the plain-C build: 6 x 16 = 12 ymm accumulators (6 rows x
+ * 2 vectors of 8 lanes) + 2 ymm for the B row + 1 for the A broadcast = 15 of the 16 ymm registers: the
+ * largest tile that fits AVX2 (BLIS haswell sgemm uses the same). Per k step it issues 12 FMAs for 2 vector
+ * loads + 6 broadcasts, so two FMA ports stay busy.
  * Alternatives timed alone (k = 384, one B micro-panel against 288 rows of packed A, 1 thread, GFLOP/s,
  * two runs; AVX2 FMA peak ~88 here): 6x16 87.6/88.3, 4x24 89.0/85.8, 12x8 87.7/74.8, 8x8 73.3/70.7.
  * 6x16 and 4x24 tie; 16 columns waste nothing on the layer widths mxcc sees most (N = 64, 128, 512),
- * where 24 would pad N = 64 and 128 by 11% (3 and 6 panels), so 6 x 16 stays.
- * The reference kernel uses the same MR x NR, so it reads the same packed panels and is the oracle of
- * the AVX2 kernel. A kernel with another tile needs its own MR/NR here and pack routines for it. */
+ * where 24 would pad N = 64 and 128 by 11% (3 and 6 panels), so 6 x 16 stays. */
+#if defined(__AVX512F__)
+#define MXCC_GEMM_MR 14
+#define MXCC_GEMM_NR 32
+#else
 #define MXCC_GEMM_MR 6
 #define MXCC_GEMM_NR 16
+#endif
+
+/* ---- AVX-512F (mxcc_ukernel_f32_14x32_avx512f) ---------------------------------------------------------
+ * KC: the B micro-panel (KC x NR x 4 B = 128 B per k) is the operand the ir loop re-reads from L1.
+ *     KC = 256 -> 32 KiB of the 48 KiB L1d, next to the A micro-panel streaming past it (14 x 256 x 4 =
+ *     14 KiB) and the C tile (1.8 KiB). The kernel alone still ran at the FMA ceiling with a 48 KiB B
+ *     micro-panel (k = 384 above): L2 refills what L1 loses, so KC is not sharp. 256 amortizes the C tile
+ *     load/store (56 vectors) over 256 x 28 FMAs, and K = 784/800 splits as 4 x 196/200.
+ *     Measured (1 thread, 3 alternating rounds, GFLOP/s, KC = 256 / 384 / 192 with MC = 280): squares
+ *     256-1024 127-136 / 128-135 / 123-127, 784->128 b64-b256 113-132 / 107-133 / 112-133, 800->512 b256
+ *     133 / 109 / 118 (a loaded machine: only differences of 15% or more stand out).
+ * MC: the packed A block (MC x KC x 4 B) stays in L2 while the jr loop walks the B panel past it.
+ *     MC = 140 (10 micro-panels) -> 140 KiB, 7% of the 2 MiB L2; 280 was no faster (within noise, 1 thread).
+ * NC: the packed B panel (KC x NC x 4 B) lives in L2/L3: 3072 -> 3 MiB, so the layer shapes and squares
+ *     up to 2048 pack B once per pc step (each thread's share of it in a jr split). */
+#define MXCC_GEMM_AVX512F_MC 140
+#define MXCC_GEMM_AVX512F_KC 256
+#define MXCC_GEMM_AVX512F_NC 3072
 
 /* ---- AVX2 + FMA (mxcc_ukernel_f32_6x16_avx2fma) --------------------------------------------------------
  * KC: one B micro-panel (KC x NR x 4 B) must stay in L1 while the ir loop streams A micro-panels past it.
@@ -52,11 +89,17 @@
 
 /* ---- small-M path (FullyConnected with a small batch) --------------------------------------------------
  * M <= SMALLM_MAX with B transposed (the FullyConnected weight W, N x K): C = A . W^T as dot products of
- * rows of A with rows of W, no packing (mxcc_ukernel_f32_rowdot_avx2fma). Each group of 4 rows of W is
- * read once and meets all M rows of A, which stay in L1/L2. Measured against the packed path (1 thread,
- * best of 3 alternating runs, GFLOP/s): M = 8, 784->128: 72 vs 35; M = 16: 79 vs 56; M = 32: 82 vs 65;
- * M = 32, 800->512: 64 vs 57; M = 16, 4096->512: 58 vs 44. At M = 64 it still wins for N = 128 (82 vs 76)
- * but loses for N = 512 (65 vs 73): A (M x K) no longer stays in L2 while W streams past it.
+ * rows of A with rows of W, no packing (mxcc_ukernel_f32_rowdot_avx512f / _avx2fma). Each group of 4 rows
+ * of W is read once and meets all M rows of A, which stay in L1/L2.
+ * AVX2 build, against the 6x16 packed path (1 thread, best of 3 alternating runs, GFLOP/s): M = 8,
+ * 784->128: 72 vs 35; M = 16: 79 vs 56; M = 32: 82 vs 65; M = 32, 800->512: 64 vs 57; M = 16, 4096->512:
+ * 58 vs 44. At M = 64 it still wins for N = 128 (82 vs 76) but loses for N = 512 (65 vs 73): A (M x K)
+ * no longer stays in L2 while W streams past it.
+ * AVX-512 build, against the 14x32 packed path (1 thread, best of 8 alternating rounds in one process,
+ * GFLOP/s): 784->128 M = 16: 93 vs 61, 32: 96 vs 90, 40: 97 vs 113, 48: 132 vs 107, 64: 97 vs 118;
+ * 800->512 M = 32: 94 vs 91, 40: 126 vs 113, 48: 132 vs 108, 64: 96 vs 120; 128->64 M = 32: 69 vs 77,
+ * 64: 70 vs 102. The crossover lies at M = 32-48 (noisy: the same shape measured 96 and 130 in two
+ * runs), and the packed path wins from 64 on every shape, so 32 stays the bound for both builds.
  * SMALLM_MAX_A bounds A (M x K floats, 1 MiB = half the L2) for the same reason. */
 #define MXCC_GEMM_SMALLM_MAX 32
 #define MXCC_GEMM_SMALLM_MAX_A (1 << 18)

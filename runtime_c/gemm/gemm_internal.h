@@ -21,26 +21,42 @@ extern "C" {
  *      = op(B)[k, q*NR + c]; columns past nc are zero. `b` points at op(B)[0, 0] of the block. */
 void mxcc_pack_a_f32(int trans_a, int mc, int kc, const float *a, int lda, float *ap);
 void mxcc_pack_b_f32(int trans_b, int kc, int nc, const float *b, int ldb, float *bp);
-/* The same with AVX2 register transposes for the gathering cases (pack_f32_avx2.c). */
+/* The same with AVX2 register transposes for the gathering cases (pack_f32_avx2.c), for either geometry. */
+#if defined(__AVX2__) && defined(__FMA__)
 void mxcc_pack_a_f32_avx2(int trans_a, int mc, int kc, const float *a, int lda, float *ap);
 void mxcc_pack_b_f32_avx2(int trans_b, int kc, int nc, const float *b, int ldb, float *bp);
+#endif
 
 /* ---- micro-kernels: one MR x NR tile of C over k --------------------------------------------------------
  *   C[0:m, 0:n] = (beta ? C[0:m, 0:n] : 0) + Ap[MR, k] . Bp[k, NR]  restricted to the valid m x n corner
  * ap: one packed A micro-panel (k, MR); bp: one packed B micro-panel (k, NR); c: C at the tile's corner,
  * row stride ldc. 1 <= m <= MR, 1 <= n <= NR, k >= 1, beta is 0 (C never read) or 1. Edge tiles (m < MR or
- * n < NR) never touch C outside the m x n corner. */
+ * n < NR) never touch C outside the m x n corner. Each optimized kernel exists only in the builds whose
+ * panel geometry it reads (gemm_config.h); the conditions below are those of its source file, and
+ * benchmarks/_build_gemm.py evaluates them to declare to cffi only what the build defines. */
+#if defined(__AVX512F__)
+void mxcc_ukernel_f32_14x32_avx512f(int k, const float *ap, const float *bp, float *c, int ldc,
+                                    int m, int n, int beta);
+#endif
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
 void mxcc_ukernel_f32_6x16_avx2fma(int k, const float *ap, const float *bp, float *c, int ldc,
                                    int m, int n, int beta);
+#endif
 void mxcc_ukernel_f32_ref(int k, const float *ap, const float *bp, float *c, int ldc,
                           int m, int n, int beta);
 
 /* ---- small-M kernels: rows of A against rows of W, no packing --------------------------------------------
  *   C[0:m, 0:n] = (beta ? C : 0) + A[0:m, 0:k] . W[0:n, 0:k]^T
  * a: (m, k) row stride lda; w: (n, k) row stride ldw (FullyConnected weight); c: (m, n) row stride ldc.
- * 1 <= m <= MXCC_GEMM_SMALLM_MAX, n >= 1, k >= 1. */
+ * 1 <= m <= MXCC_GEMM_SMALLM_MAX, n >= 1, k >= 1. No packed panels: the AVX2 one exists in AVX-512 builds too. */
+#if defined(__AVX512F__)
+void mxcc_ukernel_f32_rowdot_avx512f(int m, int n, int k, const float *a, int lda, const float *w, int ldw,
+                                      float *c, int ldc, int beta);
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
 void mxcc_ukernel_f32_rowdot_avx2fma(int m, int n, int k, const float *a, int lda, const float *w, int ldw,
                                      float *c, int ldc, int beta);
+#endif
 void mxcc_ukernel_f32_rowdot_ref(int m, int n, int k, const float *a, int lda, const float *w, int ldw,
                                  float *c, int ldc, int beta);
 

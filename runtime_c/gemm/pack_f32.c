@@ -17,12 +17,10 @@ static void pack_a_panel(int trans_a, int mr, int kc, const float *a, long lda, 
     if (!trans_a) {
         if (mr == MR) {
             /* the MR source rows are read in parallel with unit stride; each k gathers one column */
-            const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda;
-            const float *a3 = a + 3 * lda, *a4 = a + 4 * lda, *a5 = a + 5 * lda;
-            _Static_assert(MR == 6, "pack_a_panel: full-panel path unrolled for MR == 6");
             for (int k = 0; k < kc; k++) {
-                float *d = dst + k * MR;
-                d[0] = a0[k]; d[1] = a1[k]; d[2] = a2[k]; d[3] = a3[k]; d[4] = a4[k]; d[5] = a5[k];
+                for (int r = 0; r < MR; r++) {
+                    dst[k * MR + r] = a[r * lda + k];
+                }
             }
             return;
         }

@@ -5,12 +5,13 @@
  * 6 broadcasts, 12 FMAs, so the two FMA ports are the bottleneck (BLIS haswell sgemm uses the same tile).
  * Edge tiles (m < 6 or n < 16) run the same full-tile code on a stack tile and copy the valid corner,
  * so C is never touched outside it. beta == 0 stores without loading C.
- * Contract: gemm_internal.h; layouts: runtime_c/README.md. Compiled to nothing without AVX2+FMA
- * (gemm_f32.c then selects mxcc_ukernel_f32_ref).
+ * Contract: gemm_internal.h; layouts: runtime_c/README.md. Compiled only for AVX2+FMA without AVX-512F:
+ * an AVX-512 build packs 14 x 32 panels (gemm_config.h) and uses mxcc_ukernel_f32_14x32_avx512f; without
+ * AVX2+FMA, gemm_f32.c selects mxcc_ukernel_f32_ref.
  */
 #include "gemm_internal.h"
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
 #include <immintrin.h>
 
 #define MR 6
@@ -126,4 +127,4 @@ void mxcc_ukernel_f32_6x16_avx2fma(int k, const float *ap, const float *bp, floa
     }
 }
 
-#endif /* __AVX2__ && __FMA__ */
+#endif /* __AVX2__ && __FMA__ && !__AVX512F__ */

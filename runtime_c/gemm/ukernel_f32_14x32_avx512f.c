@@ -1,0 +1,94 @@
+/* mxcc_ukernel_f32_14x32_avx512f: one 14 x 32 tile of C over k, AVX-512F intrinsics.
+ *
+ * Register plan (31 of 32 zmm): c[i][0..1] = row i of the tile as two 16-lane vectors (28 accumulators),
+ * b[0..1] = row p of the packed B micro-panel, one broadcast of A[i, p] at a time. Per k step: 2 vector
+ * loads + 14 broadcast loads (load ports, no shuffle port) feed 28 FMAs, so the two 512-bit FMA ports are
+ * the bottleneck. The tile and the alternatives measured are in gemm_config.h.
+ * Edge tiles: rows past m are computed (the packed A rows are zero) but never stored; columns past n are
+ * masked off (_mm512_mask_storeu_ps), so C is never touched outside the m x n corner. A tile with n <= 16
+ * computes only its left 16 columns (half the FMAs). beta == 0 stores without loading C.
+ * Contract: gemm_internal.h; layouts: runtime_c/README.md. Compiled to nothing without AVX-512F
+ * (gemm_f32.c then selects the AVX2 or the reference kernel, with their own panel geometry).
+ */
+#include "gemm_internal.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+#define MR MXCC_GEMM_MR
+#define NR MXCC_GEMM_NR
+#define NV (NR / 16)  /* 16-lane vectors per row of the tile */
+_Static_assert(MR == 14 && NR == 32, "the AVX-512 kernel reads 14 x 32 panels (gemm_config.h)");
+
+/* The tile over k. WIDE == 0: only vector 0 of each row (a tile with n <= 16). m rows are stored (the rest
+ * of the accumulators are discarded), each with `mask` on its last vector: all ones for a full tile.
+ * WIDE and FULL are constants at every call site (always_inline), so each variant is straight-line code
+ * and the accumulator array lives in registers. */
+static inline __attribute__((always_inline)) void tile_14x32(const int WIDE, const int FULL, int k,
+                                                              const float *restrict ap,
+                                                              const float *restrict bp, float *restrict c,
+                                                              long ldc, int m, __mmask16 mask, int beta)
+{
+    const int nv = WIDE ? NV : 1;
+    /* the tile is written at the end; touching its rows now hides the miss behind the k loop */
+    for (int i = 0; i < MR; i++) {
+        if (FULL || i < m) {
+            _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+            if (WIDE) {
+                _mm_prefetch((const char *)(c + i * ldc + NR - 1), _MM_HINT_T0);
+            }
+        }
+    }
+    __m512 acc[MR][NV];  /* (MR, NR) as MR rows of NV vectors */
+    for (int i = 0; i < MR; i++) {
+        for (int v = 0; v < nv; v++) {
+            acc[i][v] = _mm512_setzero_ps();
+        }
+    }
+    /* k loop: rank-1 update with column p of A and row p of B; unrolled so the pointer bumps and the
+     * loop branch are amortized over 4 x 28 FMAs */
+#pragma GCC unroll 4
+    for (int p = 0; p < k; p++) {
+        __m512 b[NV];
+        for (int v = 0; v < nv; v++) {
+            b[v] = _mm512_loadu_ps(bp + 16 * v);  /* B[p, 16v : 16v+16] */
+        }
+        for (int i = 0; i < MR; i++) {
+            const __m512 a = _mm512_set1_ps(ap[i]);  /* A[i, p] */
+            for (int v = 0; v < nv; v++) {
+                acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
+            }
+        }
+        ap += MR;
+        bp += NR;
+    }
+    /* write back m rows; the last vector of each row is masked to the valid columns */
+    for (int i = 0; i < MR; i++) {
+        if (!FULL && i >= m) {
+            break;
+        }
+        float *row = c + i * ldc;  /* (n,) */
+        for (int v = 0; v < nv; v++) {
+            const __mmask16 mv = (FULL || v < nv - 1) ? (__mmask16)0xFFFF : mask;
+            __m512 x = acc[i][v];
+            if (beta) {
+                x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mv, row + 16 * v));
+            }
+            _mm512_mask_storeu_ps(row + 16 * v, mv, x);
+        }
+    }
+}
+
+void mxcc_ukernel_f32_14x32_avx512f(int k, const float *ap, const float *bp, float *c, int ldc,
+                                    int m, int n, int beta)
+{
+    if (m == MR && n == NR) {
+        tile_14x32(1, 1, k, ap, bp, c, ldc, MR, 0xFFFF, beta);
+    } else if (n > 16) {
+        tile_14x32(1, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << (n - 16)) - 1), beta);
+    } else {
+        tile_14x32(0, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << n) - 1), beta);
+    }
+}
+
+#endif /* __AVX512F__ */
