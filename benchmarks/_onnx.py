@@ -28,7 +28,8 @@ class _Writer:
         self.nodes, self.inits, self.init_names = [], [], set()
 
     def node(self, op, ins, out, **attrs):
-        self.nodes.append(self.helper.make_node(op, list(ins), [out], **attrs))
+        # named after its output (`<mxcc node>_out[_suffix]`): ORT's profiler reports nodes by name
+        self.nodes.append(self.helper.make_node(op, list(ins), [out], name=out, **attrs))
         return out
 
     def const(self, name, value, dtype=np.float32):

@@ -23,6 +23,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -57,9 +58,17 @@ def _flops(plan_json: dict) -> int:
     return sum(g["flops"] for g in plan_json["groups"])
 
 
-def _standalone(directory: Path, bench: str, threads: int, seconds: float) -> float:
-    """Seconds per forward of the compiled C benchmark (its own mean over `seconds`, after 3 warm-ups)."""
-    out = subprocess.run([str(directory / bench), "--seconds", str(seconds), "--warmup", "3",
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _standalone(directory: Path, bench: str, threads: int, seconds: float, iters: int) -> float:
+    """Seconds per forward of the compiled C benchmark: its own mean over `seconds` (or `iters` forwards when
+    seconds is 0), after 3 warm-up forwards (1 then)."""
+    run = ["--seconds", str(seconds), "--warmup", "3"] if seconds > 0 else ["--iters", str(iters), "--warmup", "1"]
+    out = subprocess.run([str(directory / bench), *run,
                           "--threads", str(threads)], capture_output=True, text=True, check=True).stdout
     return float(re.search(r"([0-9.]+) us per forward", out).group(1)) * 1e-6
 
@@ -92,19 +101,98 @@ def worker(spec: dict) -> list[dict]:
                 if not err <= TOLERANCE:
                     raise AssertionError(f"{net} batch {batch}: mxcc and ONNX Runtime disagree ({err:.2e})")
                 big = flops > BIG_FLOP
-                timing = dict(min_time=0.0 if big else spec["min_time"], min_repeats=3 if big else 10,
-                              warmup_time=0.0 if big else 0.05)
                 engines = [("mxcc", lambda: m.forward(data=x)), ("onnxruntime", lambda: sess.run(None, {"data": x}))]
                 for engine, fn in engines:
-                    s = harness.summarize(harness.time_call(fn, **timing))
+                    if big:   # seconds per call: the check above was the warm-up; 3 calls per round
+                        samples = [_timed(fn) for _ in range(3)]
+                    else:
+                        samples = harness.time_call(fn, min_time=spec["min_time"])
                     results.append({"bench": "cnn", "net": net, "engine": engine, "batch": batch, "threads": threads,
-                                    "flops": flops, "rel_err": err, **s})
+                                    "flops": flops, "rel_err": err, **harness.summarize(samples)})
                 if spec["standalone"]:
-                    t = _standalone(Path(tmp), m.meta["bench"], threads, 0.0 if big else spec["min_time"])
+                    t = _standalone(Path(tmp), m.meta["bench"], threads, 0.0 if big else spec["min_time"], 2)
                     results.append({"bench": "cnn", "net": net, "engine": "mxcc C bench", "batch": batch,
                                     "threads": threads, "flops": flops, "median_s": t})
             del m, sess
     return results
+
+
+def _mxcc_layers(m, x, calls: int, path: Path) -> dict[str, tuple[list[str], str, float]]:
+    """{kernel: (its MXNet node names, its op types, median seconds per call)} from mxcc's profiler over `calls` forwards."""
+    import json
+    import statistics
+    from mxcc import profiler
+    profiler.set_config(filename=str(path), continuous_dump=False)
+    profiler.set_state("run")
+    for _ in range(calls):
+        m.forward(data=x)
+    profiler.set_state("stop")
+    profiler.dump()
+    times: dict[str, list] = {}
+    members = {}
+    for e in json.loads(path.read_text())["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") not in ("pass", "scope") and "members" in e.get("args", {}):
+            times.setdefault(e["name"], []).append(e["dur"] * 1e-6)
+            members[e["name"]] = (e["args"]["members"], e["cat"])
+    return {k: (*members[k], statistics.median(v)) for k, v in times.items()}
+
+
+def _ort_layers(model, threads: int, x, calls: int, prefix: str) -> dict[str, float]:
+    """{ONNX Runtime node name: median seconds per call} from ORT's own profiler over `calls` runs."""
+    import json
+    import statistics
+    import onnxruntime as ort
+    from _onnx import ort_session
+    so = ort_session(model, threads).get_session_options()
+    so.enable_profiling, so.profile_file_prefix = True, prefix
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess.run(None, {"data": x})
+    for _ in range(calls):
+        sess.run(None, {"data": x})
+    times: dict[str, list] = {}
+    for e in json.loads(Path(sess.end_profiling()).read_text()):
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+            times.setdefault(e["name"][: -len("_kernel_time")], []).append(e["dur"] * 1e-6)
+    return {k: statistics.median(v[1:]) for k, v in times.items()}   # v[0]: the warm-up run
+
+
+def layers(net: str, batch: int, threads: int, calls: int) -> None:
+    """Per-layer times, mxcc kernel by kernel beside the ONNX Runtime nodes computing the same MXNet nodes
+    (ORT's nodes are named `<MXNet node>_out...` by _onnx.py; fused ones keep their first node's name)."""
+    import numpy as np
+    import mxcc
+    from mxcc.params import split_arg_aux
+    from _onnx import to_onnx, typed_graph
+    js = MODELS / net / f"{net}-symbol.json"
+    shape = (batch, *NETS[net][0])
+    params = network_params(net, shape)
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    arg, aux = split_arg_aux(params)
+    model = to_onnx(typed_graph(js, {"data": shape}), {**arg, **aux})
+    m = mxcc.compile(js, {"data": shape}, params, threads=threads, name=net.replace(".", "_"))
+    with tempfile.TemporaryDirectory(prefix="mxcc-cnn-") as tmp:
+        mine = _mxcc_layers(m, x, calls, Path(tmp) / "mxcc.json")
+        theirs = _ort_layers(model, threads, x, calls, str(Path(tmp) / "ort"))
+    owner = {mem: k for k, (mems, _, _) in mine.items() for mem in mems}
+    ort_of: dict[str, float] = {}
+    other: dict[str, float] = {}
+    for name, t in theirs.items():
+        base = name.removeprefix("fused ").split("_out")[0]   # ORT: "fused fc1_out", "relu1_out_nchwc"
+        if base in owner:
+            ort_of[owner[base]] = ort_of.get(owner[base], 0.0) + t
+        else:          # ORT's own nodes (layout reorders of its NCHWc transform), or no-op in mxcc (Flatten)
+            other[name] = t
+    rows = [{"kernel": mems[0], "ops": ops, "mxcc_us": t * 1e6, "ort_us": ort_of.get(k, 0.0) * 1e6,
+             "ratio": (ort_of[k] / t) if ort_of.get(k) else None} for k, (mems, ops, t) in mine.items()]
+    rows.append({"kernel": "(other ORT nodes)", "ops": ", ".join(sorted(other))[:50], "mxcc_us": 0.0,
+                 "ort_us": sum(other.values()) * 1e6})
+    rows.append({"kernel": "total", "mxcc_us": sum(r["mxcc_us"] for r in rows),
+                 "ort_us": sum(r["ort_us"] for r in rows)})
+    rows[-1]["ratio"] = rows[-1]["ort_us"] / rows[-1]["mxcc_us"]
+    print(f"{net} batch {batch}, {threads} thread(s): median per call over {calls} forwards, from each engine's "
+          f"own profiler")
+    harness.print_table(rows, [("kernel", "kernel"), ("mxcc us", "mxcc_us"), ("ORT us", "ort_us"),
+                               ("ORT/mxcc", "ratio"), ("ops (mxcc kernel)", "ops")])
 
 
 def main() -> None:
@@ -117,12 +205,20 @@ def main() -> None:
     ap.add_argument("--nets", default=",".join(NETS), help=f"comma-separated, of {', '.join(NETS)}")
     ap.add_argument("--batch", default="1,64", help="comma-separated batch sizes (default 1,64)")
     ap.add_argument("--standalone", action="store_true", help="also time the compiled <net>_bench C program")
+    ap.add_argument("--layers", type=int, metavar="CALLS",
+                    help="instead: per-layer times of mxcc and ORT (their profilers, CALLS forwards), in this process")
     args = ap.parse_args()
     nets = args.nets.split(",")
     for n in nets:
         if n not in NETS:
             ap.error(f"unknown net {n!r} (known: {', '.join(NETS)})")
     threads = [int(t) for t in args.threads.split(",")]
+    if args.layers:
+        for net in nets:
+            for b in args.batch.split(","):
+                for t in threads:
+                    layers(net, int(b), t, args.layers)
+        return
     spec = {"nets": nets, "batches": [int(b) for b in args.batch.split(",")], "min_time": args.min_time,
             "standalone": int(args.standalone)}
     pooled: dict[tuple, list] = {}
