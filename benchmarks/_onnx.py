@@ -197,12 +197,19 @@ def to_onnx(graph, params: dict[str, np.ndarray], opset: int = 17):
     return model
 
 
-def ort_session(model, threads: int):
-    """An ONNX Runtime CPU session as the benchmarks run it: `threads` intra-op threads, one inter-op thread,
+def ort_options(threads: int):
+    """ONNX Runtime session options as the benchmarks run it: `threads` intra-op threads, one inter-op thread,
     sequential execution, every graph optimization on."""
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return so
+
+
+def ort_session(model, threads: int, options=None):
+    """A CPU-provider session of `model` (options: `ort_options(threads)` unless given)."""
+    import onnxruntime as ort
+    return ort.InferenceSession(model.SerializeToString(), options or ort_options(threads),
+                                providers=["CPUExecutionProvider"])

@@ -1,7 +1,8 @@
 """CNN inference, end to end from Python (numpy in, numpy out): mxcc vs ONNX Runtime, same network, same weights.
 
     python benchmarks/cnn.py [--nets lenet,mobilenet1.0,resnet18_v1] [--batch 1,64] [--threads 1,2]
-                             [--rounds 3] [--min-time 0.5] [--standalone] [--json out.jsonl]
+                             [--rounds 3] [--min-time 0.25] [--standalone] [--json out.jsonl]
+    python benchmarks/cnn.py --layers 30 --nets resnet18_v1 --batch 1 --threads 1     # per layer, both engines
 
 Networks (tests/data/models): LeNet with MXNet's exported weights; MobileNet 1.0 and ResNet-18 v1 (MXNet's
 Gluon model-zoo JSON, no params) with the weights `mxcc compile --random-params` gives them (Xavier, seed 0,
@@ -13,6 +14,8 @@ engines give the same output on the benchmark's input (max |mxcc - ORT| <= 1e-4 
 Each thread count runs in a fresh process per round (benchmarks/harness.py); rounds alternate the thread
 counts; the headline time is the median of the least-disturbed round. ORT/mxcc > 1 means mxcc is faster.
 `--standalone` also times the compiled `<net>_bench` C program (no Python; its mean per forward).
+`--layers CALLS` instead prints, per mxcc kernel, its time from mxcc's profiler beside the time ORT's profiler
+gives its nodes computing the same MXNet nodes (one process; a diagnostic, not the benchmark).
 Needs `pip install onnx onnxruntime` (benchmark-only, not mxcc dependencies).
 """
 from __future__ import annotations
@@ -141,11 +144,10 @@ def _ort_layers(model, threads: int, x, calls: int, prefix: str) -> dict[str, fl
     """{ONNX Runtime node name: median seconds per call} from ORT's own profiler over `calls` runs."""
     import json
     import statistics
-    import onnxruntime as ort
-    from _onnx import ort_session
-    so = ort_session(model, threads).get_session_options()
+    from _onnx import ort_options, ort_session
+    so = ort_options(threads)
     so.enable_profiling, so.profile_file_prefix = True, prefix
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = ort_session(model, threads, so)
     sess.run(None, {"data": x})
     for _ in range(calls):
         sess.run(None, {"data": x})
