@@ -23,130 +23,160 @@ static void valid_range(int n_out, int n_in, int stride, int off, int *lo, int *
 
 /* ---- im2col ------------------------------------------------------------------------------------------ */
 
-void mxcc_im2col_f32(const mxcc_conv_geom *g, const float *x, float *col, int parallel)
+/* A block holds the columns [j0, j0 + nj) of the column matrix; both im2col and col2im walk it as segments
+ * of one output row (od, oh) each: block columns [at, at + ow1 - ow0) are output columns (od, oh, ow0..ow1-1). */
+typedef struct segment { int od, oh, ow0, ow1; } segment;
+
+static inline segment segment_at(int OH, int OW, long j0, long nj, long at)
+{
+    const long j = j0 + at, row = j / OW;   /* row = od * OH + oh */
+    segment s = {(int)(row / OH), (int)(row % OH), (int)(j - row * OW), OW};
+    if (nj - at < s.ow1 - s.ow0)
+        s.ow1 = s.ow0 + (int)(nj - at);
+    return s;
+}
+
+static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+void mxcc_im2col_block_f32(const mxcc_conv_geom *g, const float *x, long j0, long nj, float *col, int parallel)
 {
     const int D = g->in[0], H = g->in[1], W = g->in[2];
-    const int OD = g->out[0], OH = g->out[1], OW = g->out[2];
+    const int OH = g->out[1], OW = g->out[2];
     const int KD = g->k[0], KH = g->k[1], KW = g->k[2];
     const int rows = g->channels * KD * KH * KW;
-    const long ncols = (long)OD * OH * OW;
+    const int sw = g->stride[2];
 #pragma omp parallel for schedule(static) if (parallel)
     for (int r = 0; r < rows; r++) {
         const int kw = r % KW, kh = (r / KW) % KH, kd = (r / (KW * KH)) % KD, c = r / (KW * KH * KD);
         const float *xc = x + (long)c * D * H * W;   /* (D, H, W) channel c */
-        float *dst = col + (long)r * ncols;          /* (OD, OH, OW) row r */
+        float *dst = col + (long)r * nj;             /* (nj,) row r of the block */
         const int off_w = kw * g->dilate[2] - g->pad[2];
-        const int sw = g->stride[2];
         int lo, hi;
         valid_range(OW, W, sw, off_w, &lo, &hi);
-        for (int od = 0; od < OD; od++) {
+        for (long at = 0; at < nj;) {
+            const segment sg = segment_at(OH, OW, j0, nj, at);
+            const int od = sg.od, oh = sg.oh, ow0 = sg.ow0, ow1 = sg.ow1;
             const int id = od * g->stride[0] - g->pad[0] + kd * g->dilate[0];
-            for (int oh = 0; oh < OH; oh++) {
-                const int ih = oh * g->stride[1] - g->pad[1] + kh * g->dilate[1];
-                float *d = dst + ((long)od * OH + oh) * OW;   /* (OW,) */
-                if (id < 0 || id >= D || ih < 0 || ih >= H) {
-                    memset(d, 0, (size_t)OW * sizeof(float));
-                    continue;
-                }
+            const int ih = oh * g->stride[1] - g->pad[1] + kh * g->dilate[1];
+            float *d = dst + at;   /* (ow1 - ow0,): d[ow - ow0] is column (od, oh, ow) */
+            if (id < 0 || id >= D || ih < 0 || ih >= H) {
+                memset(d, 0, (size_t)(ow1 - ow0) * sizeof(float));
+            } else {
                 const float *xr = xc + ((long)id * H + ih) * W;   /* (W,) input row */
-                memset(d, 0, (size_t)lo * sizeof(float));
+                const int a = clampi(lo, ow0, ow1), b = clampi(hi, a, ow1);
+                memset(d, 0, (size_t)(a - ow0) * sizeof(float));
                 if (sw == 1) {
-                    memcpy(d + lo, xr + lo + off_w, (size_t)(hi - lo) * sizeof(float));
+                    memcpy(d + (a - ow0), xr + a + off_w, (size_t)(b - a) * sizeof(float));
                 } else {
-                    for (int ow = lo; ow < hi; ow++)
-                        d[ow] = xr[(long)ow * sw + off_w];
+                    for (int ow = a; ow < b; ow++)
+                        d[ow - ow0] = xr[(long)ow * sw + off_w];
                 }
-                memset(d + hi, 0, (size_t)(OW - hi) * sizeof(float));
+                memset(d + (b - ow0), 0, (size_t)(ow1 - b) * sizeof(float));
             }
+            at += ow1 - ow0;
         }
     }
 }
 
-void mxcc_im2col_f32_ref(const mxcc_conv_geom *g, const float *x, float *col, int parallel)
+void mxcc_im2col_block_f32_ref(const mxcc_conv_geom *g, const float *x, long j0, long nj, float *col, int parallel)
 {
     (void)parallel;
     const int D = g->in[0], H = g->in[1], W = g->in[2];
-    const int OD = g->out[0], OH = g->out[1], OW = g->out[2];
+    const int OH = g->out[1], OW = g->out[2];
     long r = 0;
     for (int c = 0; c < g->channels; c++)
         for (int kd = 0; kd < g->k[0]; kd++)
             for (int kh = 0; kh < g->k[1]; kh++)
-                for (int kw = 0; kw < g->k[2]; kw++, r++) {
-                    long j = 0;
-                    for (int od = 0; od < OD; od++)
-                        for (int oh = 0; oh < OH; oh++)
-                            for (int ow = 0; ow < OW; ow++, j++) {
-                                const int id = od * g->stride[0] - g->pad[0] + kd * g->dilate[0];
-                                const int ih = oh * g->stride[1] - g->pad[1] + kh * g->dilate[1];
-                                const int iw = ow * g->stride[2] - g->pad[2] + kw * g->dilate[2];
-                                const int inside = id >= 0 && id < D && ih >= 0 && ih < H && iw >= 0 && iw < W;
-                                col[r * OD * OH * OW + j] =
-                                    inside ? x[(((long)c * D + id) * H + ih) * W + iw] : 0.0f;
-                            }
-                }
+                for (int kw = 0; kw < g->k[2]; kw++, r++)
+                    for (long j = j0; j < j0 + nj; j++) {
+                        const int ow = (int)(j % OW), oh = (int)(j / OW % OH), od = (int)(j / OW / OH);
+                        const int id = od * g->stride[0] - g->pad[0] + kd * g->dilate[0];
+                        const int ih = oh * g->stride[1] - g->pad[1] + kh * g->dilate[1];
+                        const int iw = ow * g->stride[2] - g->pad[2] + kw * g->dilate[2];
+                        const int inside = id >= 0 && id < D && ih >= 0 && ih < H && iw >= 0 && iw < W;
+                        col[r * nj + (j - j0)] = inside ? x[(((long)c * D + id) * H + ih) * W + iw] : 0.0f;
+                    }
+}
+
+void mxcc_im2col_f32(const mxcc_conv_geom *g, const float *x, float *col, int parallel)
+{
+    mxcc_im2col_block_f32(g, x, 0, (long)g->out[0] * g->out[1] * g->out[2], col, parallel);
+}
+
+void mxcc_im2col_f32_ref(const mxcc_conv_geom *g, const float *x, float *col, int parallel)
+{
+    mxcc_im2col_block_f32_ref(g, x, 0, (long)g->out[0] * g->out[1] * g->out[2], col, parallel);
 }
 
 /* ---- col2im ------------------------------------------------------------------------------------------ */
 
-void mxcc_col2im_f32(const mxcc_conv_geom *g, const float *col, float *x, int parallel)
+void mxcc_col2im_block_acc_f32(const mxcc_conv_geom *g, const float *col, long j0, long nj, float *x, int parallel)
 {
     const int D = g->in[0], H = g->in[1], W = g->in[2];
-    const int OD = g->out[0], OH = g->out[1], OW = g->out[2];
+    const int OH = g->out[1], OW = g->out[2];
     const int KD = g->k[0], KH = g->k[1], KW = g->k[2];
-    const long ncols = (long)OD * OH * OW;
     const int sw = g->stride[2];
-    /* one channel per iteration: a thread owns its channel's whole image, so the sums never race */
+    /* one channel per iteration: a thread owns its channel's whole image, so the sums never race; each
+     * pixel receives its rows' contributions in row order, as in the reference */
 #pragma omp parallel for schedule(static) if (parallel)
     for (int c = 0; c < g->channels; c++) {
         float *xc = x + (long)c * D * H * W;   /* (D, H, W) */
-        memset(xc, 0, (size_t)D * H * W * sizeof(float));
         for (int kd = 0; kd < KD; kd++)
             for (int kh = 0; kh < KH; kh++)
                 for (int kw = 0; kw < KW; kw++) {
-                    const float *src = col + ((((long)c * KD + kd) * KH + kh) * KW + kw) * ncols;  /* (OD, OH, OW) */
+                    const float *src = col + ((((long)c * KD + kd) * KH + kh) * KW + kw) * nj;   /* (nj,) */
                     const int off_w = kw * g->dilate[2] - g->pad[2];
                     int lo, hi;
                     valid_range(OW, W, sw, off_w, &lo, &hi);
-                    for (int od = 0; od < OD; od++) {
+                    for (long at = 0; at < nj;) {
+                        const segment sg = segment_at(OH, OW, j0, nj, at);
+                        const int od = sg.od, oh = sg.oh, ow0 = sg.ow0, ow1 = sg.ow1;
                         const int id = od * g->stride[0] - g->pad[0] + kd * g->dilate[0];
-                        if (id < 0 || id >= D)
-                            continue;
-                        for (int oh = 0; oh < OH; oh++) {
-                            const int ih = oh * g->stride[1] - g->pad[1] + kh * g->dilate[1];
-                            if (ih < 0 || ih >= H)
-                                continue;
-                            const float *s = src + ((long)od * OH + oh) * OW;   /* (OW,) */
-                            float *xr = xc + ((long)id * H + ih) * W;           /* (W,) */
-                            for (int ow = lo; ow < hi; ow++)
-                                xr[(long)ow * sw + off_w] += s[ow];
+                        const int ih = oh * g->stride[1] - g->pad[1] + kh * g->dilate[1];
+                        if (id >= 0 && id < D && ih >= 0 && ih < H) {
+                            const float *s = src + at;                           /* (ow1 - ow0,) */
+                            float *xr = xc + ((long)id * H + ih) * W;            /* (W,) */
+                            const int a = clampi(lo, ow0, ow1), b = clampi(hi, a, ow1);
+                            for (int ow = a; ow < b; ow++)
+                                xr[(long)ow * sw + off_w] += s[ow - ow0];
                         }
+                        at += ow1 - ow0;
                     }
                 }
     }
 }
 
-void mxcc_col2im_f32_ref(const mxcc_conv_geom *g, const float *col, float *x, int parallel)
+void mxcc_col2im_block_acc_f32_ref(const mxcc_conv_geom *g, const float *col, long j0, long nj, float *x,
+                                   int parallel)
 {
     (void)parallel;
     const int D = g->in[0], H = g->in[1], W = g->in[2];
-    const int OD = g->out[0], OH = g->out[1], OW = g->out[2];
-    memset(x, 0, (size_t)g->channels * D * H * W * sizeof(float));
+    const int OH = g->out[1], OW = g->out[2];
     long r = 0;
     for (int c = 0; c < g->channels; c++)
         for (int kd = 0; kd < g->k[0]; kd++)
             for (int kh = 0; kh < g->k[1]; kh++)
-                for (int kw = 0; kw < g->k[2]; kw++, r++) {
-                    long j = 0;
-                    for (int od = 0; od < OD; od++)
-                        for (int oh = 0; oh < OH; oh++)
-                            for (int ow = 0; ow < OW; ow++, j++) {
-                                const int id = od * g->stride[0] - g->pad[0] + kd * g->dilate[0];
-                                const int ih = oh * g->stride[1] - g->pad[1] + kh * g->dilate[1];
-                                const int iw = ow * g->stride[2] - g->pad[2] + kw * g->dilate[2];
-                                if (id >= 0 && id < D && ih >= 0 && ih < H && iw >= 0 && iw < W)
-                                    x[(((long)c * D + id) * H + ih) * W + iw] += col[r * OD * OH * OW + j];
-                            }
-                }
+                for (int kw = 0; kw < g->k[2]; kw++, r++)
+                    for (long j = j0; j < j0 + nj; j++) {
+                        const int ow = (int)(j % OW), oh = (int)(j / OW % OH), od = (int)(j / OW / OH);
+                        const int id = od * g->stride[0] - g->pad[0] + kd * g->dilate[0];
+                        const int ih = oh * g->stride[1] - g->pad[1] + kh * g->dilate[1];
+                        const int iw = ow * g->stride[2] - g->pad[2] + kw * g->dilate[2];
+                        if (id >= 0 && id < D && ih >= 0 && ih < H && iw >= 0 && iw < W)
+                            x[(((long)c * D + id) * H + ih) * W + iw] += col[r * nj + (j - j0)];
+                    }
+}
+
+void mxcc_col2im_f32(const mxcc_conv_geom *g, const float *col, float *x, int parallel)
+{
+    memset(x, 0, (size_t)g->channels * g->in[0] * g->in[1] * g->in[2] * sizeof(float));
+    mxcc_col2im_block_acc_f32(g, col, 0, (long)g->out[0] * g->out[1] * g->out[2], x, parallel);
+}
+
+void mxcc_col2im_f32_ref(const mxcc_conv_geom *g, const float *col, float *x, int parallel)
+{
+    memset(x, 0, (size_t)g->channels * g->in[0] * g->in[1] * g->in[2] * sizeof(float));
+    mxcc_col2im_block_acc_f32_ref(g, col, 0, (long)g->out[0] * g->out[1] * g->out[2], x, parallel);
 }
 
 /* ---- epilogue on channel planes ------------------------------------------------------------------------ */

@@ -128,6 +128,38 @@ def test_im2col_and_col2im(conv, threads, geo):
     assert abs(lhs - rhs) <= 1e-6 * np.sum(np.abs(want) * np.abs(cols)) + 1e-12
 
 
+@pytest.mark.parametrize("geo", GEOMETRIES, ids=lambda g: f"c{g[0]}_{'x'.join(map(str, g[1]))}_k{g[2]}s{g[3]}p{g[4]}d{g[5]}")
+def test_blocks_of_columns(conv, threads, geo):
+    """im2col of a block [j0, j0 + nj) is those columns of the whole matrix (exact); col2im of consecutive
+    blocks added into a zeroed image is the whole col2im up to the order of each pixel's sum (at most
+    prod(kernel) terms: 1e-6 of the scale), and the fast blocked sum equals the reference's bit for bit. Blocks of 1, 3, 7 columns and a
+    random cut: they start and end inside output rows, and 1-column blocks hit every edge case."""
+    ffi, lib = conv
+    c, size, k, s, p, d = geo
+    g, out = _geom(ffi, c, size, k, s, p, d)
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((c, *size)).astype(np.float32)
+    want = im2col_np(x.astype(np.float64), k, s, p, d, out).astype(np.float32)
+    rows, n = want.shape
+    cols = rng.standard_normal(want.shape).astype(np.float32)
+    whole = np.full(x.shape, np.nan, np.float32)
+    lib.mxcc_col2im_f32_ref(g, _f(ffi, cols), _f(ffi, whole), 1)
+    cuts = [list(range(0, n, w)) + [n] for w in (1, 3, 7)] + [sorted({0, n, *rng.integers(0, n, 3).tolist()})]
+    for edges in cuts:
+        sums = []
+        for im2col, col2im in ((lib.mxcc_im2col_block_f32, lib.mxcc_col2im_block_acc_f32),
+                               (lib.mxcc_im2col_block_f32_ref, lib.mxcc_col2im_block_acc_f32_ref)):
+            acc = np.zeros(x.shape, np.float32)
+            for j0, j1 in zip(edges[:-1], edges[1:]):
+                blk = np.full((rows, j1 - j0), np.nan, np.float32)
+                im2col(g, _f(ffi, x), j0, j1 - j0, _f(ffi, blk), 1)
+                np.testing.assert_array_equal(blk, want[:, j0:j1], err_msg=f"{im2col} [{j0}, {j1})")
+                col2im(g, _f(ffi, np.ascontiguousarray(cols[:, j0:j1])), j0, j1 - j0, _f(ffi, acc), 1)
+            assert np.max(np.abs(acc - whole)) <= 1e-6 * np.prod(k) * np.max(np.abs(cols))
+            sums.append(acc)
+        np.testing.assert_array_equal(sums[0], sums[1])
+
+
 ACT = {"NONE": lambda v: v, "RELU": lambda v: np.maximum(v, 0), "SIGMOID": lambda v: 1 / (1 + np.exp(-v)),
        "TANH": np.tanh, "SOFTRELU": lambda v: np.log1p(np.exp(v)), "SOFTSIGN": lambda v: v / (1 + np.abs(v)),
        "LEAKY": lambda v: np.where(v > 0, v, 0.1 * v), "CLIP": lambda v: np.clip(v, -0.5, 0.5)}
