@@ -231,42 +231,235 @@ void mxcc_conv_epilogue_f32(const mxcc_epilogue *ep, float *y, int rows, long n,
 
 /* ---- depthwise ---------------------------------------------------------------------------------------- */
 
+/* The portable plane: per output row, each tap adds a weighted input row over its valid range. Any
+ * stride; the path of machines without AVX2+FMA and of strides > 2. */
+static void depthwise_plane_c(const mxcc_conv_geom *g, const float *xp, const float *wc, float *yp)
+{
+    const int H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2];
+    const int KH = g->k[1], KW = g->k[2], sh = g->stride[1], sw = g->stride[2];
+    for (int oh = 0; oh < OH; oh++) {
+        float *restrict yr = yp + (long)oh * OW;   /* (OW,) */
+        for (int ow = 0; ow < OW; ow++)
+            yr[ow] = 0.0f;
+        for (int kh = 0; kh < KH; kh++) {
+            const int ih = oh * sh - g->pad[1] + kh * g->dilate[1];
+            if (ih < 0 || ih >= H)
+                continue;
+            const float *restrict xr = xp + (long)ih * W;   /* (W,) */
+            for (int kw = 0; kw < KW; kw++) {
+                const float wv = wc[kh * KW + kw];
+                const int off = kw * g->dilate[2] - g->pad[2];
+                int lo, hi;
+                valid_range(OW, W, sw, off, &lo, &hi);
+                if (sw == 1) {
+                    for (int ow = lo; ow < hi; ow++)
+                        yr[ow] += wv * xr[ow + off];
+                } else {
+                    for (int ow = lo; ow < hi; ow++)
+                        yr[ow] += wv * xr[(long)ow * sw + off];
+                }
+            }
+        }
+    }
+}
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+
+/* A vector of VL output columns: v_load reads VL consecutive floats, v_load_s2 every other one of 2*VL
+ * (stride 2: the even lanes of two loads). */
+/* UNROLL vectors per step: independent FMA chains to cover the FMA latency (4 cycles, 2 ports), within the
+ * register file (32 zmm, 16 ymm) next to the broadcast weight and the loads. */
+#if defined(__AVX512F__)
+#define VL 16
+#define UNROLL 8
+typedef __m512 vf;
+static inline vf v_zero(void) { return _mm512_setzero_ps(); }
+static inline vf v_set1(float a) { return _mm512_set1_ps(a); }
+static inline vf v_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+static inline vf v_load(const float *p) { return _mm512_loadu_ps(p); }
+static inline void v_store(float *p, vf v) { _mm512_storeu_ps(p, v); }
+static inline vf v_load_s2(const float *p)
+{
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    return _mm512_permutex2var_ps(_mm512_loadu_ps(p), even, _mm512_loadu_ps(p + 16));
+}
+#else
+#define VL 8
+#define UNROLL 4
+typedef __m256 vf;
+static inline vf v_zero(void) { return _mm256_setzero_ps(); }
+static inline vf v_set1(float a) { return _mm256_set1_ps(a); }
+static inline vf v_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+static inline vf v_load(const float *p) { return _mm256_loadu_ps(p); }
+static inline void v_store(float *p, vf v) { _mm256_storeu_ps(p, v); }
+static inline vf v_load_s2(const float *p)
+{
+    /* per 128-bit lane: (p0 p2 p8 p10 | p4 p6 p12 p14), then the 64-bit pairs in order 0 2 1 3 */
+    const __m256 t = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), _MM_SHUFFLE(2, 0, 2, 0));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+#endif
+
+/* Output columns [ow, ow + U*VL) of row oh, taps kh in [kh0, kh1): U accumulators so U FMA chains run
+ * side by side (one chain of KH*KW dependent FMAs would wait on the FMA latency). */
+#define DEPTHWISE_CHUNK(U, LOAD)                                                                  \
+    do {                                                                                          \
+        vf acc[U];                                                                                \
+        for (int u = 0; u < U; u++) acc[u] = v_zero();                                            \
+        for (int kh = kh0; kh < kh1; kh++) {                                                      \
+            const long row = (long)(ih0 + kh * dh) * W + (long)ow * sw - pw;   /* >= 0: ow >= a */  \
+            for (int kw = 0; kw < KW; kw++) {                                                     \
+                const vf wv = v_set1(wc[kh * KW + kw]);                                           \
+                const float *xs = xp + row + kw * dw;                                             \
+                for (int u = 0; u < U; u++) acc[u] = v_fma(wv, LOAD(xs + u * VL * sw), acc[u]);   \
+            }                                                                                     \
+        }                                                                                         \
+        for (int u = 0; u < U; u++) v_store(yr + ow + u * VL, acc[u]);                            \
+    } while (0)
+
+/* Planes whose zero-padded copy fits FLAT_MAX floats, stride (s, s) with s <= 2, at most FLAT_TAPS taps.
+ * The copy P (rows of pitch Wp = W + 2 pw) turns every tap into a flat offset: output (oh, ow) reads
+ * P[s * (oh * Wp + ow) + kh * dh * Wp + kw * dw], so all of q = oh * Wp + ow runs in vectors with no bounds
+ * test, and the columns ow >= OW of each row (Wp - OW of them per row: (s - 1) / s of the work for
+ * stride s, 2 pw / Wp for stride 1) are computed and dropped. z holds q's results, then each row's OW
+ * columns are copied out. Both buffers are on the stack (2 x 32 KiB: in L1 while the plane is computed). */
+#define FLAT_MAX 8192
+#define FLAT_TAPS 32
+
+static int flat_fits(const mxcc_conv_geom *g)
+{
+    const int s = g->stride[2], Wp = g->in[2] + 2 * g->pad[2];
+    const long nq = ((long)(g->out[1] - 1) * Wp + g->out[2] + VL - 1) / VL * VL;   /* q rounded up to VL */
+    const long len = s * nq + (long)(g->k[1] - 1) * g->dilate[1] * Wp + (long)(g->k[2] - 1) * g->dilate[2] + s;
+    return g->stride[1] == s && s <= 2 && (long)g->k[1] * g->k[2] <= FLAT_TAPS && nq <= FLAT_MAX && len <= FLAT_MAX;
+}
+
+static void depthwise_plane_flat(const mxcc_conv_geom *g, const float *xp, const float *wc, float *yp)
+{
+    const int H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2], KH = g->k[1], KW = g->k[2];
+    const int s = g->stride[2], ph = g->pad[1], pw = g->pad[2], Wp = W + 2 * pw;
+    const long nq = ((long)(OH - 1) * Wp + OW + VL - 1) / VL * VL;
+    const long len = s * nq + (long)(KH - 1) * g->dilate[1] * Wp + (long)(KW - 1) * g->dilate[2] + s;
+    float P[FLAT_MAX], z[FLAT_MAX];   /* (len,) padded plane; (nq,) outputs at pitch Wp */
+    memset(P, 0, (size_t)len * sizeof(float));
+    /* row copies as loops: a memcpy call per row of tens of floats costs more than the copy */
+    for (int ih = 0; ih < H && (long)(ih + ph) * Wp + pw + W <= len; ih++) {   /* rows past len: never read */
+        float *restrict dst = P + (long)(ih + ph) * Wp + pw;
+        const float *restrict src = xp + (long)ih * W;
+        for (int j = 0; j < W; j++) dst[j] = src[j];
+    }
+    long toff[FLAT_TAPS];
+    const int taps = KH * KW;
+    for (int t = 0; t < taps; t++)
+        toff[t] = (long)(t / KW) * g->dilate[1] * Wp + (long)(t % KW) * g->dilate[2];
+    long q = 0;
+#define FLAT_CHUNK(U, LOAD)                                                                       \
+    do {                                                                                          \
+        vf acc[U];                                                                                \
+        for (int u = 0; u < U; u++) acc[u] = v_zero();                                            \
+        for (int t = 0; t < taps; t++) {                                                          \
+            const vf wv = v_set1(wc[t]);                                                          \
+            const float *ps = P + s * q + toff[t];                                                \
+            for (int u = 0; u < U; u++) acc[u] = v_fma(wv, LOAD(ps + u * VL * s), acc[u]);        \
+        }                                                                                         \
+        for (int u = 0; u < U; u++) v_store(z + q + u * VL, acc[u]);                              \
+    } while (0)
+    if (s == 1) {
+        for (; q + UNROLL * VL <= nq; q += UNROLL * VL) FLAT_CHUNK(UNROLL, v_load);
+        for (; q < nq; q += VL) FLAT_CHUNK(1, v_load);
+    } else {
+        for (; q + UNROLL * VL <= nq; q += UNROLL * VL) FLAT_CHUNK(UNROLL, v_load_s2);
+        for (; q < nq; q += VL) FLAT_CHUNK(1, v_load_s2);
+    }
+#undef FLAT_CHUNK
+    for (int oh = 0; oh < OH; oh++) {
+        float *restrict dst = yp + (long)oh * OW;
+        const float *restrict src = z + (long)oh * Wp;
+        for (int j = 0; j < OW; j++) dst[j] = src[j];
+    }
+}
+
+/* Output column j of a row whose taps kh0..kh1-1 are inside the image (input row ih0 + kh * dilate). */
+static inline float depthwise_point(const mxcc_conv_geom *g, const float *xp, const float *wc, int ih0, int kh0,
+                                    int kh1, int j)
+{
+    const int W = g->in[2], KW = g->k[2];
+    float s = 0.0f;
+    for (int kh = kh0; kh < kh1; kh++) {
+        const float *xr = xp + (long)(ih0 + kh * g->dilate[1]) * W;   /* (W,) */
+        for (int kw = 0; kw < KW; kw++) {
+            const int iw = j * g->stride[2] - g->pad[2] + kw * g->dilate[2];
+            if (iw >= 0 && iw < W)
+                s += wc[kh * KW + kw] * xr[iw];
+        }
+    }
+    return s;
+}
+
+/* Stride 1 or 2 planes too large for depthwise_plane_flat. Columns [a, b) read only inside the input row
+ * for every tap, including the stride-2 load's last, unused element; they run in vectors (the last one
+ * shifted back to end at b, recomputing a few columns), the edge columns one by one. */
+static void depthwise_plane_vec(const mxcc_conv_geom *g, const float *xp, const float *wc, float *yp)
+{
+    const int H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2];
+    const int KH = g->k[1], KW = g->k[2], sh = g->stride[1], sw = g->stride[2];
+    const int dh = g->dilate[1], dw = g->dilate[2], pw = g->pad[2];
+    const int off_max = (KW - 1) * dw - pw;
+    int a = (pw + sw - 1) / sw;                                      /* ow * sw - pw >= 0 */
+    int b = W - off_max >= 0 ? (W - off_max) / sw : 0;               /* (ow + 1) * sw - 1 + off_max < W */
+    if (b > OW) b = OW;
+    if (a > b) a = b;
+    for (int oh = 0; oh < OH; oh++) {
+        float *yr = yp + (long)oh * OW;   /* (OW,) */
+        const int ih0 = oh * sh - g->pad[1];
+        int kh0 = 0, kh1 = KH;            /* the taps whose input row ih0 + kh * dh is inside the image */
+        while (kh0 < KH && ih0 + kh0 * dh < 0) kh0++;
+        while (kh1 > kh0 && ih0 + (kh1 - 1) * dh >= H) kh1--;
+        int ow = a;
+        if (sw == 1) {
+            for (; ow + 4 * VL <= b; ow += 4 * VL) DEPTHWISE_CHUNK(4, v_load);
+            for (; ow + VL <= b; ow += VL) DEPTHWISE_CHUNK(1, v_load);
+            if (ow < b && b - a >= VL) { ow = b - VL; DEPTHWISE_CHUNK(1, v_load); ow = b; }   /* overlaps: stores only */
+        } else {
+            for (; ow + 4 * VL <= b; ow += 4 * VL) DEPTHWISE_CHUNK(4, v_load_s2);
+            for (; ow + VL <= b; ow += VL) DEPTHWISE_CHUNK(1, v_load_s2);
+            if (ow < b && b - a >= VL) { ow = b - VL; DEPTHWISE_CHUNK(1, v_load_s2); ow = b; }
+        }
+        /* the rest: [0, a) and [ow, OW), with a bounds test per tap */
+        for (int j = 0; j < a; j++)
+            yr[j] = depthwise_point(g, xp, wc, ih0, kh0, kh1, j);
+        for (int j = ow; j < OW; j++)
+            yr[j] = depthwise_point(g, xp, wc, ih0, kh0, kh1, j);
+    }
+}
+#undef DEPTHWISE_CHUNK
+#define HAVE_DEPTHWISE_VEC 1
+#endif
+
 void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
                              const mxcc_epilogue *ep, float *y, int parallel)
 {
     const int C = g->channels, H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2];
-    const int KH = g->k[1], KW = g->k[2], sh = g->stride[1], sw = g->stride[2];
+    const int KH = g->k[1], KW = g->k[2];
     const long planes = (long)batch * C;
+#ifdef HAVE_DEPTHWISE_VEC
+    const int flat = flat_fits(g);
+#endif
 #pragma omp parallel for schedule(static) if (parallel)
     for (long p = 0; p < planes; p++) {
         const int c = (int)(p % C);
         const float *xp = x + p * H * W;           /* (H, W) plane (n, c) */
         const float *wc = w + (long)c * KH * KW;   /* (KH, KW) */
         float *yp = y + p * OH * OW;               /* (OH, OW) */
-        for (int oh = 0; oh < OH; oh++) {
-            float *restrict yr = yp + (long)oh * OW;   /* (OW,) */
-            for (int ow = 0; ow < OW; ow++)
-                yr[ow] = 0.0f;
-            for (int kh = 0; kh < KH; kh++) {
-                const int ih = oh * sh - g->pad[1] + kh * g->dilate[1];
-                if (ih < 0 || ih >= H)
-                    continue;
-                const float *restrict xr = xp + (long)ih * W;   /* (W,) */
-                for (int kw = 0; kw < KW; kw++) {
-                    const float wv = wc[kh * KW + kw];
-                    const int off = kw * g->dilate[2] - g->pad[2];
-                    int lo, hi;
-                    valid_range(OW, W, sw, off, &lo, &hi);
-                    if (sw == 1) {
-                        for (int ow = lo; ow < hi; ow++)
-                            yr[ow] += wv * xr[ow + off];
-                    } else {
-                        for (int ow = lo; ow < hi; ow++)
-                            yr[ow] += wv * xr[(long)ow * sw + off];
-                    }
-                }
-            }
-        }
+#ifdef HAVE_DEPTHWISE_VEC
+        if (flat)
+            depthwise_plane_flat(g, xp, wc, yp);
+        else if (g->stride[2] <= 2)
+            depthwise_plane_vec(g, xp, wc, yp);
+        else
+#endif
+            depthwise_plane_c(g, xp, wc, yp);
         mxcc_conv_epilogue_f32(ep, yp, 1, (long)OH * OW, c);
     }
 }
