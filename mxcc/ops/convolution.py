@@ -26,12 +26,14 @@ PARALLEL_MIN_ELEMENTS = 1 << 15   # below this an OpenMP fork costs more than th
 # The im2col block: C*K rows x NB output pixels, built then multiplied at once. Bounded so that (1) the
 # scratch stays small next to the activations (a whole image's columns were 7.4 MiB in ResNet-50's first
 # layer, 1.2x the lower bound of its arena) and (2) the GEMM reads the block while it is still in L2
-# (2 MiB per core here, shared with the GEMM's packed A block, 216 KiB, and B panel). NB is a multiple of
-# the GEMM's register tile width (NR = 16: no padded panel but the last) and at least COL_BLOCK_MIN: every
-# GEMM call packs the weights (M x K) again, so a narrow block pays that per few columns, and short B
-# panels run the micro-kernel loop too briefly. Measured on ResNet-18 batch 1 (docs/performance.md).
-COL_BLOCK_BYTES = 256 << 10
-COL_BLOCK_MIN = 64
+# (2 MiB per core here; the GEMM's packed A block, 216 KiB, and B panel share it): COL_BLOCK_BYTES is a
+# quarter of it. NB is a multiple of the GEMM's register tile width (NR = 16: no padded panel but the last)
+# and at least COL_BLOCK_MIN: every GEMM call packs the weights (M x K) again, about one element moved per
+# 2 * NB flops, so narrow blocks pay for it (profile of ResNet-18 at NB = 64: packing A took 19% of
+# stage 3's time in 4 blocks of 196 columns, against 11% with the whole image). With both bounds every
+# reference network's arena stays at its lower bound at batch 1 (docs/performance.md).
+COL_BLOCK_BYTES = 512 << 10
+COL_BLOCK_MIN = 192
 COL_BLOCK_ALIGN = 16
 
 

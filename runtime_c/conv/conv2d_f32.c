@@ -58,20 +58,23 @@ void mxcc_im2col_block_f32(const mxcc_conv_geom *g, const float *x, long j0, lon
             const int od = sg.od, oh = sg.oh, ow0 = sg.ow0, ow1 = sg.ow1;
             const int id = od * g->stride[0] - g->pad[0] + kd * g->dilate[0];
             const int ih = oh * g->stride[1] - g->pad[1] + kh * g->dilate[1];
-            float *d = dst + at;   /* (ow1 - ow0,): d[ow - ow0] is column (od, oh, ow) */
+            /* loops, not memset/memcpy: segments are one output row (tens of floats), shorter than a
+             * libc call is worth */
+            float *restrict d = dst + at;   /* (ow1 - ow0,): d[ow - ow0] is column (od, oh, ow) */
             if (id < 0 || id >= D || ih < 0 || ih >= H) {
-                memset(d, 0, (size_t)(ow1 - ow0) * sizeof(float));
+                for (int i = 0; i < ow1 - ow0; i++) d[i] = 0.0f;
             } else {
-                const float *xr = xc + ((long)id * H + ih) * W;   /* (W,) input row */
+                const float *restrict xr = xc + ((long)id * H + ih) * W;   /* (W,) input row */
                 const int a = clampi(lo, ow0, ow1), b = clampi(hi, a, ow1);
-                memset(d, 0, (size_t)(a - ow0) * sizeof(float));
+                for (int i = 0; i < a - ow0; i++) d[i] = 0.0f;
+                float *restrict dv = d + (a - ow0);                    /* (b - a,) the valid columns */
                 if (sw == 1) {
-                    memcpy(d + (a - ow0), xr + a + off_w, (size_t)(b - a) * sizeof(float));
+                    const float *restrict xs = xr + a + off_w;         /* (b - a,) */
+                    for (int i = 0; i < b - a; i++) dv[i] = xs[i];
                 } else {
-                    for (int ow = a; ow < b; ow++)
-                        d[ow - ow0] = xr[(long)ow * sw + off_w];
+                    for (int ow = a; ow < b; ow++) dv[ow - a] = xr[(long)ow * sw + off_w];
                 }
-                memset(d + (b - ow0), 0, (size_t)(ow1 - b) * sizeof(float));
+                for (int i = b - ow0; i < ow1 - ow0; i++) d[i] = 0.0f;
             }
             at += ow1 - ow0;
         }
