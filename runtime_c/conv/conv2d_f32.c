@@ -326,8 +326,9 @@ static inline vf v_load_s2(const float *p)
  * P[s * (oh * Wp + ow) + kh * dh * Wp + kw * dw], so all of q = oh * Wp + ow runs in vectors with no bounds
  * test, and the columns ow >= OW of each row (Wp - OW of them per row: (s - 1) / s of the work for
  * stride s, 2 pw / Wp for stride 1) are computed and dropped. z holds q's results, then each row's OW
- * columns are copied out. Both buffers are on the stack (2 x 32 KiB: in L1 while the plane is computed). */
-#define FLAT_MAX 8192
+ * columns are copied out. Both buffers are on the stack: 2 x 16 KiB, in the 48 KiB L1 together (and a
+ * small stack frame for OpenMP worker threads); 56x56 planes (stride 1 and 2) still fit. */
+#define FLAT_MAX 4096
 #define FLAT_TAPS 32
 
 static int flat_fits(const mxcc_conv_geom *g)
