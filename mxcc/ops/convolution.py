@@ -7,7 +7,9 @@ An ANCHOR: the GEMM epilogue adds the bias per output channel (a row of the GEMM
 
   depthwise  groups == C_in == C_out (1-D/2-D): the direct kernel of runtime_c/conv/, epilogue inline
   gemm       1x1 kernel, stride 1, pad 0: out[n] (O, HW) = weight (O, C) . data[n] (C, HW), per group
-  im2col     otherwise: im2col of data[n] into the workspace (C*K, OHW), then one GEMM per group
+  im2col     otherwise, block by block of output pixels: im2col of a block of data[n]'s columns into the
+             workspace (C*K, NB), then one GEMM per group writing that block's NB output columns in place
+             (ldc = OHW); the workspace is one block (col_block), not the whole image's columns
 """
 from __future__ import annotations
 
@@ -20,6 +22,30 @@ from mxcc.ops._spatial import LAYOUTS, check_layout, conv_out, dilated, geom, pe
 from mxcc.ops.base import Fusion, OpDef
 
 PARALLEL_MIN_ELEMENTS = 1 << 15   # below this an OpenMP fork costs more than the loop
+
+# The im2col block: C*K rows x NB output pixels, built then multiplied at once. Bounded so that (1) the
+# scratch stays small next to the activations (a whole image's columns were 7.4 MiB in ResNet-50's first
+# layer, 1.2x the lower bound of its arena) and (2) the GEMM reads the block while it is still in L2
+# (2 MiB per core here; the GEMM's packed A block, 216 KiB, and B panel share it): COL_BLOCK_BYTES is a
+# quarter of it. NB is a multiple of the GEMM's register tile width (NR = 16: no padded panel but the last)
+# and at least COL_BLOCK_MIN: every GEMM call packs the weights (M x K) again, about one element moved per
+# 2 * NB flops, so narrow blocks pay for it (profile of ResNet-18 at NB = 64: packing A took 19% of
+# stage 3's time in 4 blocks of 196 columns, against 11% with the whole image). With both bounds every
+# reference network's arena stays at its lower bound at batch 1 (docs/performance.md).
+COL_BLOCK_BYTES = 512 << 10
+COL_BLOCK_MIN = 192
+COL_BLOCK_ALIGN = 16
+
+
+def col_block(rows: int, ncols: int) -> int:
+    """Columns per im2col block for a (rows, ncols) column matrix: the widest multiple of COL_BLOCK_ALIGN
+    within COL_BLOCK_BYTES (at least COL_BLOCK_MIN), then evened out over the blocks it needs."""
+    nb = max(COL_BLOCK_MIN, COL_BLOCK_BYTES // (4 * rows) // COL_BLOCK_ALIGN * COL_BLOCK_ALIGN)
+    if nb >= ncols:
+        return ncols
+    nblocks = -(-ncols // nb)
+    even = -(-ncols // nblocks)
+    return min(nb, -(-even // COL_BLOCK_ALIGN) * COL_BLOCK_ALIGN)
 
 
 @dataclass(frozen=True)
@@ -112,7 +138,8 @@ def _workspace(a: ConvAttrs, ins, outs) -> int:
     x, y = ins[0].shape, outs[0].shape
     if path(a, x) != "im2col":
         return 0
-    return x[1] * prod(a.kernel) * prod(y[2:]) * 4      # columns (C*K, OHW) of one image
+    rows = x[1] * prod(a.kernel)
+    return rows * col_block(rows, prod(y[2:])) * 4      # one block of columns (C*K, NB)
 
 
 def _lower(a: ConvAttrs, k):
@@ -124,19 +151,21 @@ def _lower(a: ConvAttrs, k):
     hw, ohw, kk = prod(x[2:]), prod(y[2:]), prod(kern)
     kind = path(a, x)
     work = x[0] * c * ohw * (kk if kind == "im2col" else 1)
+    nb = col_block(c * kk, ohw) if kind == "im2col" else ohw
     shape = "x".join(map(str, kern))
     desc = {"depthwise": f"depthwise {shape}: out[n, c] = sum over the {shape} window of weight[c] * data[n, c]",
             "gemm": f"out[n] ({o}, {ohw}) = weight ({o}, {cg}) . data[n] ({c}, {hw})",
-            "im2col": f"out[n] ({o}, {ohw}) = weight ({o}, {cg * kk}) . im2col(data[n]) ({c * kk}, {ohw})"}[kind]
+            "im2col": f"out[n] ({o}, {ohw}) = weight ({o}, {cg * kk}) . im2col(data[n]) ({c * kk}, {ohw}), "
+                      f"in blocks of {nb} columns"}[kind]
     if g > 1 and kind != "depthwise":
         desc += f", one GEMM per group of {og} x {cg} channels"
     return "kernels/conv2d.c.j2", dict(
-        path=kind, batch=x[0], groups=g, m=og, n=ohw, k=cg * (kk if kind == "im2col" else 1),
+        path=kind, batch=x[0], groups=g, m=og, n=ohw, nb=nb, k=cg * (kk if kind == "im2col" else 1),
         x_img=c * hw, y_img=o * ohw, w_grp=og * cg * kk,
-        b_grp=cg * kk * ohw if kind == "im2col" else cg * hw, y_grp=og * ohw,
+        b_grp=cg * hw, y_grp=og * ohw,
         geom=geom(c, x[2:], y[2:], kern, st, p, d) if kind != "gemm" else [],
         **per_image_epilogue(k, None if a.no_bias else "bias", o * ohw, ohw),
-        parallel=int(work >= PARALLEL_MIN_ELEMENTS),
+        parallel=int((c * kk * nb if kind == "im2col" else work) >= PARALLEL_MIN_ELEMENTS),
         what=f"{desc}; stride {st} pad {p} dilate {d} groups {g}",
     )
 
@@ -188,16 +217,17 @@ def _bwd_lower(a: ConvBackwardAttrs, k):
     names = _bwd_outputs(a)
     out = {n: (f"out{i}" if len(names) > 1 else "out") for i, n in enumerate(names)}
     ck = cg * (kk if kind == "im2col" else 1)
+    nb = col_block(c * kk, ohw) if kind == "im2col" else ohw
     desc = {"depthwise": "depthwise: the direct backward kernel (data scatter, weight sums per channel)",
             "gemm": f"1x1: dweight_g ({og}, {cg}) += ograd[n]_g . data[n]_g^T, ddata[n]_g = weight_g^T . ograd[n]_g",
             "im2col": f"dweight_g ({og}, {ck}) += ograd[n]_g ({og}, {ohw}) . im2col(data[n])_g^T; "
-                      f"ddata[n] = col2im(weight_g^T . ograd[n]_g)"}[kind]
+                      f"ddata[n] = col2im(weight_g^T . ograd[n]_g), in blocks of {nb} columns"}[kind]
     return "kernels/conv2d_backward.c.j2", dict(
-        path=kind, batch=x[0], groups=g, m=og, n=ohw, k=ck, x_img=c * hw, y_img=o * ohw, w_grp=og * ck,
-        b_grp=ck * ohw if kind == "im2col" else cg * hw, y_grp=og * ohw,
+        path=kind, batch=x[0], groups=g, m=og, n=ohw, nb=nb, k=ck, x_img=c * hw, y_img=o * ohw, w_grp=og * ck,
+        b_grp=cg * hw, y_grp=og * ohw,
         geom=geom(c, x[2:], y[2:], kern, st, p, d) if kind != "gemm" else [],
         dx=out.get("data_grad"), dw=out["weight_grad"], db=out.get("bias_grad"), out_channels=o,
-        parallel=int(x[0] * c * ohw * (kk if kind == "im2col" else 1) >= PARALLEL_MIN_ELEMENTS),
+        parallel=int((c * kk * nb if kind == "im2col" else x[0] * c * ohw) >= PARALLEL_MIN_ELEMENTS),
         what=f"{desc}; stride {st} pad {p} dilate {d} groups {g}")
 
 

@@ -2,7 +2,12 @@
  *
  *   mxcc_im2col_f32            image (C, D, H, W) -> columns (C*KD*KH*KW, OD*OH*OW), so that
  *                              out (O, OD*OH*OW) = weight (O, C*KD*KH*KW) . columns   (one GEMM per group)
+ *   mxcc_im2col_block_f32      a block of those columns [j0, j0 + nj): the convolution runs block by block
+ *                              (im2col of a block, then a GEMM writing the block's output columns), so its
+ *                              scratch is one block, sized by the compiler to stay in L2
+ *                              (mxcc/ops/convolution.py: COL_BLOCK_BYTES)
  *   mxcc_col2im_f32            the adjoint: columns summed back into an image (Deconvolution = W^T.X, col2im)
+ *   mxcc_col2im_block_acc_f32  a block's columns added into an image (the blocked data gradient)
  *   mxcc_conv_depthwise_f32    direct depthwise convolution (groups == C_in == C_out), epilogue inline
  *   mxcc_conv_depthwise_backward_f32   its gradients: data (a col2im-style scatter of ograd through the
  *                              kernel taps) and weight (per channel, summed over the batch)
@@ -39,6 +44,19 @@ typedef struct mxcc_conv_geom {
 /* col (C*KD*KH*KW, OD*OH*OW) = im2col(x (C, D, H, W)). parallel: split the rows over OpenMP threads. */
 void mxcc_im2col_f32(const mxcc_conv_geom *g, const float *x, float *col, int parallel);
 void mxcc_im2col_f32_ref(const mxcc_conv_geom *g, const float *x, float *col, int parallel);
+
+/* col (rows, nj) = columns j0 .. j0 + nj - 1 of im2col(x), rows = C*KD*KH*KW (row stride nj: the block is
+ * a dense matrix). A column index j is (od, oh, ow) = (j / (OH*OW), j / OW % OH, j % OW); a block may start
+ * and end anywhere in an output row. parallel: split the rows over OpenMP threads. */
+void mxcc_im2col_block_f32(const mxcc_conv_geom *g, const float *x, long j0, long nj, float *col, int parallel);
+void mxcc_im2col_block_f32_ref(const mxcc_conv_geom *g, const float *x, long j0, long nj, float *col, int parallel);
+
+/* x (C, D, H, W) += the columns col (rows, nj) (columns j0 .. j0 + nj - 1 of a column matrix) at their
+ * positions. Calling it on consecutive blocks of a zeroed x gives mxcc_col2im_f32 up to the order of each
+ * pixel's sum (blocks first, rows within a block). parallel: split the channels over OpenMP threads. */
+void mxcc_col2im_block_acc_f32(const mxcc_conv_geom *g, const float *col, long j0, long nj, float *x, int parallel);
+void mxcc_col2im_block_acc_f32_ref(const mxcc_conv_geom *g, const float *col, long j0, long nj, float *x,
+                                   int parallel);
 
 /* x (C, D, H, W) = sum of the columns col (C*KD*KH*KW, OD*OH*OW) at their positions (x is overwritten,
  * not accumulated into). parallel: split the channels over OpenMP threads. */
@@ -77,6 +95,15 @@ static inline mxcc_epilogue mxcc_epilogue_rows(const mxcc_epilogue *ep, int row0
     if (e.scale) e.scale += row0;
     if (e.shift) e.shift += row0;
     if (e.residual) e.residual += (long)row0 * e.ld_residual;
+    return e;
+}
+
+/* The epilogue for columns j0.. of the output (a block of output pixels): only the residual moves; its rows
+ * keep their leading dimension (the whole image's OD*OH*OW), like the output the GEMM writes with ldc. */
+static inline mxcc_epilogue mxcc_epilogue_cols(const mxcc_epilogue *ep, long j0)
+{
+    mxcc_epilogue e = *ep;
+    if (e.residual) e.residual += j0;
     return e;
 }
 

@@ -117,6 +117,63 @@ def test_convolutions_match_numpy(batch, fuse, rng, tmp_path):
         _check_paths((tmp_path / "net.c").read_text())
 
 
+@needs_gcc
+def test_im2col_in_many_blocks_forward_and_backward(rng, tmp_path, monkeypatch):
+    """Blocks of 5 output pixels (the 9x11 images have 99 per image, so blocks straddle output rows and the
+    last one is short): the forward (with a fused residual and grouped GEMMs, whose epilogue pointers move
+    with the block) and both gradients of the blocked backward. The loss sum(out * head) is linear in the
+    weight and in the data, so <grad, v> is exactly sum(conv(v) * head) in float64: no finite differences."""
+    from mxcc.ops import convolution
+    monkeypatch.setattr(convolution, "COL_BLOCK_BYTES", 1)
+    monkeypatch.setattr(convolution, "COL_BLOCK_MIN", 5)
+    assert convolution.col_block(54, 99) == 5
+    names = ["c3p1_relu", "c3s2_nobias", "g2_relu", "c1s2", "c3d_g2s2"]
+    xs, params, refs = _params(rng, 2)
+    m = mxcc.compile(_network(), {k: v.shape for k, v in xs.items()}, params, out_dir=tmp_path / "fwd")
+    for (name, (ref, k)), out in zip(refs.items(), m.forward(**xs)):
+        assert rel_err(out, ref) <= 1e-6 * np.sqrt(k) + 1e-7, name
+    assert "in blocks of 5 columns" in (tmp_path / "fwd" / "net.c").read_text()
+
+    class SGD0:   # a zero learning rate: the gradients are under test, not the update
+        kind, state_names = "sgd", ()
+
+        def step_hyper(self, t):
+            return {"lr": 0.0, "rescale_grad": 1.0, "clip_gradient": -1.0}
+
+        def multipliers(self, graph, names):
+            return {}, {}
+
+    d = sym.var("data")
+    at = {n: CASES[n][1] for n in names if CASES[n][0] == "data"}
+    net = sym.Group([sym.Convolution(d, name=n, **a) for n, a in at.items()])
+    x = rng.standard_normal(SHAPES["data"], dtype=np.float32)[None].repeat(2, 0)
+    exe = mxcc.compile(net, {"data": x.shape}, train=True, optimizer=SGD0(), inputs_need_grad=True,
+                       out_dir=tmp_path / "bwd")
+    ps = {k: (rng.standard_normal(s) * 0.5).astype(np.float32) for k, s in exe.param_shapes.items()}
+    exe.set_params(ps)
+    outs = exe.forward(is_train=True, data=x)
+    heads = [rng.standard_normal(o.shape).astype(np.float32) for o in outs]
+    exe.backward(heads)
+    grads = exe.grad_dict
+
+    def conv_of(n, xv, wv):
+        a = at[n]
+        nsp = len(a["kernel"])
+        return conv_ref(xv, wv, None, a.get("stride", (1,) * nsp), a.get("pad", (0,) * nsp),
+                        a.get("dilate", (1,) * nsp), a.get("num_group", 1))
+
+    x64 = x.astype(np.float64)
+    v = rng.standard_normal(x.shape)
+    want = sum(float((conv_of(n, v, ps[f"{n}_weight"].astype(np.float64)) * h).sum()) for n, h in zip(at, heads))
+    g = grads["data"].astype(np.float64)
+    assert abs(float((g * v).sum()) - want) <= 1e-5 * np.linalg.norm(g) * np.linalg.norm(v), "data"
+    for n, h in zip(at, heads):
+        gw = grads[f"{n}_weight"].astype(np.float64)
+        vw = rng.standard_normal(gw.shape)
+        want = float((conv_of(n, x64, vw) * h).sum())
+        assert abs(float((gw * vw).sum()) - want) <= 1e-5 * np.linalg.norm(gw) * np.linalg.norm(vw), n
+
+
 def _check_paths(c_text: str):
     """Each layer's C function calls the kernels of the path its shape calls for (and the residual add and
     the activation run in the epilogue: no separate kernels for them when fused)."""
@@ -124,7 +181,7 @@ def _check_paths(c_text: str):
     for name, (_, _, act, path) in CASES.items():
         body = bodies[name]
         assert ("mxcc_conv_depthwise_f32(" in body) == (path == "depthwise"), name
-        assert ("mxcc_im2col_f32(" in body) == (path == "im2col"), name
+        assert ("mxcc_im2col_block_f32(" in body) == (path == "im2col"), name
         assert ("mxcc_gemm_f32(" in body) == (path != "depthwise"), name
         if act:
             assert f"MXCC_ACT_{act.upper()}" in body and f"{name}_act" not in bodies, name

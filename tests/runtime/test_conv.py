@@ -37,22 +37,35 @@ def _cdef() -> str:
     return "\n".join(types) + "\n" + "\n".join(decls) + "\nvoid omp_set_num_threads(int);\nint omp_get_max_threads(void);\n"
 
 
-@pytest.fixture(scope="module")
-def conv(tmp_path_factory):
+def _build(tmp_path_factory, march: str):
     if shutil.which(CC) is None:
         pytest.skip(f"no C compiler ({CC}) on PATH")
     cffi = pytest.importorskip("cffi")
     import importlib.util
+    name = "_mxcc_conv_test_" + march.replace("-", "_")
     ffi = cffi.FFI()
     ffi.cdef(_cdef())
-    ffi.set_source("_mxcc_conv_test", '#include <omp.h>\n#include "conv/mxcc_conv.h"\n',
+    ffi.set_source(name, '#include <omp.h>\n#include "conv/mxcc_conv.h"\n',
                    sources=[str(RUNTIME / "conv" / "conv2d_f32.c")], include_dirs=[str(RUNTIME)],
-                   extra_compile_args=CFLAGS, extra_link_args=["-fopenmp"], libraries=["m"])
-    so = ffi.compile(tmpdir=str(tmp_path_factory.mktemp("conv_build")))
-    spec = importlib.util.spec_from_file_location("_mxcc_conv_test", so)
+                   extra_compile_args=[f if f != "-march=native" else f"-march={march}" for f in CFLAGS],
+                   extra_link_args=["-fopenmp"], libraries=["m"])
+    so = ffi.compile(tmpdir=str(tmp_path_factory.mktemp(f"conv_build_{march}")))
+    spec = importlib.util.spec_from_file_location(name, so)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.ffi, mod.lib
+
+
+@pytest.fixture(scope="module")
+def conv(tmp_path_factory):
+    return _build(tmp_path_factory, "native")
+
+
+# The ISA paths of the depthwise kernel (chosen at compile time): AVX-512 on this machine (native), AVX2+FMA
+# (haswell), plain C (x86-64). Every path must be tested wherever the tests run.
+@pytest.fixture(scope="module", params=["native", "haswell", "x86-64"])
+def conv_isa(request, tmp_path_factory):
+    return _build(tmp_path_factory, request.param)
 
 
 @pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
@@ -128,12 +141,66 @@ def test_im2col_and_col2im(conv, threads, geo):
     assert abs(lhs - rhs) <= 1e-6 * np.sum(np.abs(want) * np.abs(cols)) + 1e-12
 
 
+@pytest.mark.parametrize("geo", GEOMETRIES, ids=lambda g: f"c{g[0]}_{'x'.join(map(str, g[1]))}_k{g[2]}s{g[3]}p{g[4]}d{g[5]}")
+def test_blocks_of_columns(conv, threads, geo):
+    """im2col of a block [j0, j0 + nj) is those columns of the whole matrix (exact); col2im of consecutive
+    blocks added into a zeroed image is the whole col2im up to the order of each pixel's sum (at most
+    prod(kernel) terms: 1e-6 of the scale), and the fast blocked sum equals the reference's bit for bit. Blocks of 1, 3, 7 columns and a
+    random cut: they start and end inside output rows, and 1-column blocks hit every edge case."""
+    ffi, lib = conv
+    c, size, k, s, p, d = geo
+    g, out = _geom(ffi, c, size, k, s, p, d)
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((c, *size)).astype(np.float32)
+    want = im2col_np(x.astype(np.float64), k, s, p, d, out).astype(np.float32)
+    rows, n = want.shape
+    cols = rng.standard_normal(want.shape).astype(np.float32)
+    whole = np.full(x.shape, np.nan, np.float32)
+    lib.mxcc_col2im_f32_ref(g, _f(ffi, cols), _f(ffi, whole), 1)
+    cuts = [list(range(0, n, w)) + [n] for w in (1, 3, 7)] + [sorted({0, n, *rng.integers(0, n, 3).tolist()})]
+    for edges in cuts:
+        sums = []
+        for im2col, col2im in ((lib.mxcc_im2col_block_f32, lib.mxcc_col2im_block_acc_f32),
+                               (lib.mxcc_im2col_block_f32_ref, lib.mxcc_col2im_block_acc_f32_ref)):
+            acc = np.zeros(x.shape, np.float32)
+            for j0, j1 in zip(edges[:-1], edges[1:]):
+                blk = np.full((rows, j1 - j0), np.nan, np.float32)
+                im2col(g, _f(ffi, x), j0, j1 - j0, _f(ffi, blk), 1)
+                np.testing.assert_array_equal(blk, want[:, j0:j1], err_msg=f"{im2col} [{j0}, {j1})")
+                col2im(g, _f(ffi, np.ascontiguousarray(cols[:, j0:j1])), j0, j1 - j0, _f(ffi, acc), 1)
+            assert np.max(np.abs(acc - whole)) <= 1e-6 * np.prod(k) * np.max(np.abs(cols))
+            sums.append(acc)
+        np.testing.assert_array_equal(sums[0], sums[1])
+
+
 ACT = {"NONE": lambda v: v, "RELU": lambda v: np.maximum(v, 0), "SIGMOID": lambda v: 1 / (1 + np.exp(-v)),
        "TANH": np.tanh, "SOFTRELU": lambda v: np.log1p(np.exp(v)), "SOFTSIGN": lambda v: v / (1 + np.abs(v)),
        "LEAKY": lambda v: np.where(v > 0, v, 0.1 * v), "CLIP": lambda v: np.clip(v, -0.5, 0.5)}
 
 
-@pytest.mark.parametrize("geo", [g for g in GEOMETRIES if len(g[1]) <= 2],
+# Wide rows for the vector paths: unrolled vectors, single vectors, then the rest; the last two planes
+# are too large for the padded-plane path (depthwise_plane_flat), so the row path runs
+DEPTHWISE_WIDE = [
+    (3, (5, 83), (3, 3), (1, 1), (1, 1), (1, 1)),
+    (2, (6, 90), (3, 3), (2, 2), (1, 1), (1, 1)),
+    (2, (4, 75), (5, 5), (2, 2), (2, 2), (1, 1)),
+    (2, (5, 70), (3, 3), (1, 1), (2, 2), (2, 2)),
+    (1, (3, 40), (1, 3), (1, 1), (0, 0), (1, 1)),
+    (2, (7, 33), (3, 3), (2, 2), (0, 0), (1, 1)),   # stride 2, no pad: the last column's load ends the row
+    (1, (2, 37), (2, 4), (2, 3), (1, 2), (1, 1)),   # stride 3: the portable plane
+    (1, (70, 130), (3, 3), (1, 1), (1, 1), (1, 1)),
+    (1, (66, 141), (3, 3), (2, 2), (1, 1), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("geo", [g for g in GEOMETRIES if len(g[1]) <= 2] + DEPTHWISE_WIDE,
+                         ids=lambda g: f"c{g[0]}_{'x'.join(map(str, g[1]))}_k{g[2]}s{g[3]}p{g[4]}d{g[5]}")
+def test_depthwise_isa_paths(conv_isa, geo):
+    """Every ISA path of the depthwise kernel (one epilogue: the epilogue code has no ISA variants)."""
+    test_depthwise_against_numpy_and_reference(conv_isa, 1, geo, "TANH", ("scale", "shift", "bias"))
+
+
+@pytest.mark.parametrize("geo", [g for g in GEOMETRIES if len(g[1]) <= 2] + DEPTHWISE_WIDE[:-2],
                          ids=lambda g: f"c{g[0]}_{'x'.join(map(str, g[1]))}_k{g[2]}s{g[3]}p{g[4]}d{g[5]}")
 @pytest.mark.parametrize("act, parts", [("NONE", ()), ("RELU", ("bias",)), ("TANH", ("scale", "shift", "bias")),
                                         ("LEAKY", ("shift",)), ("CLIP", ("scale",)), ("SOFTRELU", ("bias",))])
@@ -215,11 +282,12 @@ def test_depthwise_backward_against_numpy_and_reference(conv, threads, geo):
     np.testing.assert_allclose(got[0][1], got[1][1], rtol=1e-5, atol=1e-6)
 
 
-def test_conv_runtime_under_address_and_undefined_sanitizers(tmp_path):
+@pytest.mark.parametrize("march, problems", [("native", 250), ("haswell", 100)])
+def test_conv_runtime_under_address_and_undefined_sanitizers(tmp_path, march, problems):
     if shutil.which(CC) is None:
         pytest.skip(f"no C compiler ({CC}) on PATH")
     exe = tmp_path / "conv_sanity"
-    cmd = [CC, "-O1", "-g", "-march=native", "-std=gnu11", "-fopenmp", "-fno-omit-frame-pointer",
+    cmd = [CC, "-O1", "-g", f"-march={march}", "-std=gnu11", "-fopenmp", "-fno-omit-frame-pointer",
            "-fsanitize=address,undefined", "-fno-sanitize-recover=all", f"-I{RUNTIME}",
            str(Path(__file__).with_name("conv_sanity.c")), str(RUNTIME / "conv" / "conv2d_f32.c"), "-lm", "-o", str(exe)]
     build = subprocess.run(cmd, capture_output=True, text=True)
@@ -228,5 +296,5 @@ def test_conv_runtime_under_address_and_undefined_sanitizers(tmp_path):
     assert build.returncode == 0, build.stderr
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1",
                OMP_NUM_THREADS="2")
-    run = subprocess.run([str(exe), "250"], capture_output=True, text=True, env=env, timeout=120)
+    run = subprocess.run([str(exe), str(problems)], capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
