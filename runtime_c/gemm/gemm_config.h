@@ -48,20 +48,23 @@
 #endif
 
 /* ---- AVX-512F (mxcc_ukernel_f32_14x32_avx512f) ---------------------------------------------------------
- * KC: the B micro-panel (KC x NR x 4 B = 128 B per k) is the operand the ir loop re-reads from L1.
- *     KC = 256 -> 32 KiB of the 48 KiB L1d, next to the A micro-panel streaming past it (14 x 256 x 4 =
- *     14 KiB) and the C tile (1.8 KiB). The kernel alone still ran at the FMA ceiling with a 48 KiB B
- *     micro-panel (k = 384 above): L2 refills what L1 loses, so KC is not sharp. 256 amortizes the C tile
- *     load/store (56 vectors) over 256 x 28 FMAs, and K = 784/800 splits as 4 x 196/200.
- *     Measured (1 thread, 3 alternating rounds, GFLOP/s, KC = 256 / 384 / 192 with MC = 280): squares
- *     256-1024 127-136 / 128-135 / 123-127, 784->128 b64-b256 113-132 / 107-133 / 112-133, 800->512 b256
- *     133 / 109 / 118 (a loaded machine: only differences of 15% or more stand out).
+ * KC: the B micro-panel (KC x NR x 4 B = 128 B per k) is the operand the ir loop re-reads; the C tile
+ *     (56 vectors) is loaded and stored once per KC step.
+ *     KC = 512 -> a 64 KiB B micro-panel, more than the 48 KiB L1d: the kernel alone still ran at the FMA
+ *     ceiling with a 48 KiB one (k = 384 above), L2 refilling what L1 loses, and the longer k loop halves
+ *     the passes over C against 256. Measured on a quiet machine (1 thread, one process alternating with
+ *     numpy, best of many calls, GFLOP/s, two runs; KC 256 / 384 / 512): 1024^3 141-140 / 143-142 /
+ *     145-146, 2048^3 143-138 / 142-138 / 143-141, 512^3 144-144 / 144-141 / 148-149, 256^3 131-132 /
+ *     133-131 / 135-135 (numpy 150-157); FullyConnected shapes within 3% either way (K = 784, 800 run as
+ *     2 steps of 392, 400).
  * MC: the packed A block (MC x KC x 4 B) stays in L2 while the jr loop walks the B panel past it.
- *     MC = 140 (10 micro-panels) -> 140 KiB, 7% of the 2 MiB L2; 280 was no faster (within noise, 1 thread).
- * NC: the packed B panel (KC x NC x 4 B) lives in L2/L3: 3072 -> 3 MiB, so the layer shapes and squares
- *     up to 2048 pack B once per pc step (each thread's share of it in a jr split). */
-#define MXCC_GEMM_AVX512F_MC 140
-#define MXCC_GEMM_AVX512F_KC 256
+ *     MC = 112 (8 micro-panels) -> 224 KiB, a ninth of the 2 MiB L2 (measured with KC = 512 above).
+ *     With KC = 256, MC = 140/280/420/560 measured within noise of each other on 512-2048.
+ * NC: the packed B panel (KC x NC x 4 B) lives in L3 (each thread's share of it in a jr split):
+ *     3072 -> 6 MiB, so the layer shapes and squares up to 2048 pack B once per pc step. NC = 512 and
+ *     1024 measured within noise of 3072 on 1024^3 and 2048^3 (KC = 256). */
+#define MXCC_GEMM_AVX512F_MC 112
+#define MXCC_GEMM_AVX512F_KC 512
 #define MXCC_GEMM_AVX512F_NC 3072
 
 /* ---- AVX2 + FMA (mxcc_ukernel_f32_6x16_avx2fma) --------------------------------------------------------

@@ -154,7 +154,9 @@ static const float *b_at(const gemm_problem *g, int p, int j)
  *    256x128x784, 144 vs 134 at 100x512x800) and within noise on squares; it also has no barrier.
  *  - 1 / (1 + 0.02 (jr_ways - 1)): every thread of a row group packs the same A block, which adds up
  *    on many threads;
- *  - min(1, panels per thread / 4): a thread with fewer than 4 B micro-panels re-packs A for little work. */
+ *  - min(1, columns per thread / 64): a thread with fewer than 64 columns of B (4 micro-panels of the
+ *    6x16 kernel, 2 of the 14x32 one) re-packs A for little work. Counted in columns, not panels: with
+ *    NR = 32, 784->128 b64 on 2 threads split rows 3 + 2 panels (99 GFLOP/s) instead of columns 64 + 64. */
 static void choose_ways(int M, int N, int nt, int *ic_ways, int *jr_ways)
 {
     const int units_m = ceil_div(M, MR), units_n = ceil_div(min_int(N, NC), NR);
@@ -168,7 +170,7 @@ static void choose_ways(int M, int N, int nt, int *ic_ways, int *jr_ways)
         const int b = nt / a;
         const double eff_m = (double)units_m / (a * ceil_div(units_m, a));
         const double eff_n = (double)units_n / (b * ceil_div(units_n, b));
-        const double per_thread = (double)units_n / b;
+        const double per_thread = (double)units_n * NR / b / 16.0;  /* in 16-column units, whatever NR */
         double score = eff_m * eff_n * (a > 1 ? 0.97 : 1.0) / (1.0 + 0.02 * (b - 1));
         score *= per_thread < 4.0 ? per_thread / 4.0 : 1.0;
         if (score > best) {

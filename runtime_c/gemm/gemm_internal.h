@@ -22,7 +22,7 @@ extern "C" {
 void mxcc_pack_a_f32(int trans_a, int mc, int kc, const float *a, int lda, float *ap);
 void mxcc_pack_b_f32(int trans_b, int kc, int nc, const float *b, int ldb, float *bp);
 /* The same with AVX2 register transposes for the gathering cases (pack_f32_avx2.c), for either geometry. */
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX2__)
 void mxcc_pack_a_f32_avx2(int trans_a, int mc, int kc, const float *a, int lda, float *ap);
 void mxcc_pack_b_f32_avx2(int trans_b, int kc, int nc, const float *b, int ldb, float *bp);
 #endif

@@ -66,7 +66,7 @@ def optimized(march: str) -> dict[str, list[str]]:
                    ["mxcc_ukernel_f32_6x16_avx2fma"] if avx2 else [],
         "rowdot": (["mxcc_ukernel_f32_rowdot_avx512f"] if "__AVX512F__" in m else [])
                   + (["mxcc_ukernel_f32_rowdot_avx2fma"] if avx2 else []),
-        "pack": ["mxcc_pack_a_f32_avx2", "mxcc_pack_b_f32_avx2"] if avx2 else [],
+        "pack": ["mxcc_pack_a_f32_avx2", "mxcc_pack_b_f32_avx2"] if "__AVX2__" in m else [],
     }
 
 
