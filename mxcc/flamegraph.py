@@ -58,13 +58,17 @@ def _tree(folded: dict[str, float]) -> dict:
     return root
 
 
+# the runtime's public symbols and the static helpers of runtime_c/gemm and conv that show up as frames
+RUNTIME_PREFIXES = ("mxcc_", "tile_", "gemm_", "pack_a_panel", "pack_b_panel", "pack_bt_panel", "depthwise_")
+
+
 def colour(name: str, net: str | None = None) -> str:
     """A stable colour per frame, hue by kind: layers blue, runtime orange, OpenMP grey, system red."""
     h = int(hashlib.md5(name.encode()).hexdigest()[:4], 16) / 0xFFFF
     base = name.split("._omp_fn")[0]
     if net and base.startswith(net + "_") or base.startswith("("):
         return f"rgb({int(90 + 60 * h)},{int(150 + 50 * h)},{int(215 + 30 * h)})"        # the network
-    if base.startswith("mxcc_") or base in ("gemm_loops", "tile_6x16"):
+    if base.startswith(RUNTIME_PREFIXES):
         return f"rgb({int(235 + 20 * h)},{int(140 + 60 * h)},{int(40 + 30 * h)})"         # mxcc runtime
     if "gomp" in base.lower() or base.startswith("GOMP_"):
         return f"rgb({int(170 + 30 * h)},{int(170 + 30 * h)},{int(170 + 30 * h)})"        # OpenMP
