@@ -186,3 +186,17 @@ def test_fast_path_choice():
     assert _pool_vars(PoolAttrs(kernel=(3, 3), pad=(1, 1)), (1, 1, 2, 2))["path"] == "generic"
     assert _pool_vars(PoolAttrs(pool_type="avg", global_pool=True), (1, 512, 7, 7))["path"] == "flat"
     assert not _pool_vars(PoolAttrs(kernel=(2, 2), stride=(2, 2)), (1, 1, 8, 8))["parallel"]
+
+
+@needs_gcc
+def test_fast_paths_under_sanitizers(tmp_path):
+    """The split path's stack rows (t, u: the vector blocks read past the interior) under ASan + UBSan."""
+    import os
+    import subprocess
+    net = sym.Group([sym.Pooling(sym.var(name), name=name, **at) for name, (_, at) in FAST.items()])
+    out = mxcc.compile(net, {name: s for name, (s, _) in FAST.items()}, sanitize=True, out_dir=tmp_path / "p",
+                       name="pools")
+    r = subprocess.run([str(out / "pools_bench"), "--iters", "2", "--warmup", "1", "--threads", "2"],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0"))
+    assert r.returncode == 0 and "runtime error" not in r.stderr and "AddressSanitizer" not in r.stderr, r.stderr
