@@ -13,6 +13,7 @@ Rounds alternate thread counts, one fresh worker each (benchmarks/harness.py); t
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -54,13 +55,11 @@ def worker(spec: dict) -> list[dict]:
             keep = m.forward(data=x)       # binds the slots; its output stays alive while C writes it
             engines["mxcc" if fast else "generic"] = (lambda m=m: m._forward(m._ctx), m, keep)
         pooling.FAST_PATHS = True
-        try:
+        if importlib.util.find_spec("onnxruntime") and importlib.util.find_spec("onnx"):
             from _onnx import ort_session, to_onnx, typed_graph
             sess = ort_session(to_onnx(typed_graph(net, {"data": shape}), {}), threads)
             assert np.abs(sess.run(None, {"data": x})[0] - ref).max() <= 1e-5 * np.abs(ref).max(), case
-            engines["onnxruntime"] = (lambda: sess.run(None, {"data": x}), sess, None)
-        except ImportError:
-            pass
+            engines["onnxruntime"] = (lambda sess=sess, x=x: sess.run(None, {"data": x}), sess, None)
         for engine, (fn, *_) in engines.items():
             s = harness.summarize(harness.time_call(fn, min_time=spec["min_time"]))
             results.append({"bench": "pool", "case": case, "engine": engine, "threads": threads, **s})
