@@ -7,7 +7,9 @@ pools the whole plane, ignoring kernel/stride/pad/convention. 'same' is rejected
 
 Outputs: MXNet's oneDNN build lists max pooling (1-D..3-D kernel, channel-first) with a second, hidden
 output (its workspace), and node_row_ptr in the JSON counts it; mxcc keeps the count and never stores it.
-Lowered to kernels/pool2d.c.j2: one loop nest over (N*C planes, OH, OW, window), parallel over planes.
+Lowered to kernels/pool2d.c.j2, parallel over the N*C planes above PARALLEL_MIN_ELEMENTS; `_path` picks at
+compile time: 'flat' (one window over the whole unpadded plane: a per-plane reduction), 'split' (the outputs
+whose windows need no clipping run constant-trip loops, the border the clipped loop) or 'generic'.
 Backward (`_backward_Pooling`, kernels/pool2d_backward.c.j2): the same windows, each sending its output
 gradient back: max to the first element equal to the output (the one the forward kept, as MXNet's native
 kernel does), avg/sum spread over the window with the forward's divisor, lp (p=2) as data / output.
