@@ -7,7 +7,9 @@ pools the whole plane, ignoring kernel/stride/pad/convention. 'same' is rejected
 
 Outputs: MXNet's oneDNN build lists max pooling (1-D..3-D kernel, channel-first) with a second, hidden
 output (its workspace), and node_row_ptr in the JSON counts it; mxcc keeps the count and never stores it.
-Lowered to kernels/pool2d.c.j2: one loop nest over (N*C planes, OH, OW, window), parallel over planes.
+Lowered to kernels/pool2d.c.j2, parallel over the N*C planes above PARALLEL_MIN_ELEMENTS; `_path` picks at
+compile time: 'flat' (one window over the whole unpadded plane: a per-plane reduction), 'split' (the outputs
+whose windows need no clipping run constant-trip loops, the border the clipped loop) or 'generic'.
 Backward (`_backward_Pooling`, kernels/pool2d_backward.c.j2): the same windows, each sending its output
 gradient back: max to the first element equal to the output (the one the forward kept, as MXNet's native
 kernel does), avg/sum spread over the window with the forward's divisor, lp (p=2) as data / output.
@@ -26,6 +28,8 @@ from mxcc.ops._spatial import CHANNEL_FIRST, LAYOUTS, check_layout, spatial
 from mxcc.ops.base import Fusion, OpDef, c_float
 
 PARALLEL_MIN_ELEMENTS = 1 << 15
+FAST_PATHS = True        # False: every output on the generic clipped loop (benchmarks/pool.py, tests compare)
+SPLIT_MAX_ROW = 1 << 14  # the split path's per-row scratch t[] lives on the stack: bound it (64 KiB)
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,9 @@ def _pool_vars(a: PoolAttrs, x: tuple) -> dict:
     if a.pool_type == "avg":
         divisor = "valid" if a.count_include_pad is False else "window"
     conv = "global" if a.global_pool else a.pooling_convention
+    path, inner = _path(h, w, oh, ow, kh, kw, sh, sw, ph, pw)
     return dict(
+        path=path, **inner,
         what=f"{a.pool_type} pooling {kern} stride {st} pad {p} ({conv}"
              f"{', count_include_pad' if divisor == 'window' else ''}): {planes} planes {x[2:]} -> {out}",
         reduce=reduce, divisor=divisor, lowest=c_float(np.finfo(np.float32).min),
@@ -133,6 +139,30 @@ def _pool_vars(a: PoolAttrs, x: tuple) -> dict:
         kh=kh, kw=kw, sh=sh, sw=sw, ph=ph, pw=pw,
         parallel=planes * oh * ow * kh * kw >= PARALLEL_MIN_ELEMENTS and planes > 1,
     )
+
+
+def _interior(x: int, o: int, k: int, s: int, p: int) -> tuple[int, int]:
+    """Outputs [o0, o1) whose windows [o*s - p, o*s - p + k) lie wholly inside [0, x) (o0 == o1 if none)."""
+    o0 = -(-p // s)
+    o1 = min(o, (x + p - k) // s + 1) if x + p >= k else 0
+    return o0, max(o0, o1)
+
+
+def _path(h, w, oh, ow, kh, kw, sh, sw, ph, pw) -> tuple[str, dict]:
+    """The forward template's path and its interior bounds (see kernels/pool2d.c.j2)."""
+    (oh0, oh1), (ow0, ow1) = _interior(h, oh, kh, sh, ph), _interior(w, ow, kw, sw, pw)
+    tw = (ow1 - ow0 - 1) * sw + kw if ow1 > ow0 else 0       # input columns the interior windows read
+    inner = dict(oh0=oh0, oh1=oh1, ow0=ow0, ow1=ow1, c0=ow0 * sw - pw, tw=tw)
+    if not FAST_PATHS:
+        return "generic", inner
+    if (oh, ow, kh, kw, ph, pw) == (1, 1, h, w, 0, 0):
+        return "flat", inner
+    if oh1 > oh0 and ow1 > ow0 and inner["tw"] <= SPLIT_MAX_ROW:
+        return "split", inner
+    return "generic", inner
+
+
+FORWARD_ONLY = ("path", "oh0", "oh1", "ow0", "ow1", "c0", "tw")   # the backward keeps the generic loop
 
 
 def _grad(a: PoolAttrs, g):
@@ -165,6 +195,8 @@ def _bwd_infer(a: PoolBackwardAttrs, s):
 
 def _bwd_lower(a: PoolBackwardAttrs, k):
     v = _pool_vars(a, tuple(a.data_shape))
+    for key in FORWARD_ONLY:
+        del v[key]
     v["what"] = "backward of " + v["what"] + {"max": "; the gradient goes to the first maximum of each window (MXNet)",
                                             "lp": "; d sqrt(sum x^2) = x / out", "avg": "", "sum": ""}[a.pool_type]
     return "kernels/pool2d_backward.c.j2", v
