@@ -1,8 +1,8 @@
 """The `mxcc` command line: argparse only. Errors print as one line and exit 2 (traceback with --debug).
 
     mxcc compile NET.json --shape data=1,784 [--params FILE] [-o DIR] [--name NAME] [--no-fuse] [--no-plan]
-                 [--no-fold]
-    mxcc inspect NET.json --shape data=1,784 [--no-fuse] [--no-plan] [--no-fold] [--json]
+                 [--no-fold] [--no-schedule]
+    mxcc inspect NET.json --shape data=1,784 [--no-fuse] [--no-plan] [--no-fold] [--no-schedule] [--json]
     mxcc run DIR --input data=x.npy [--input ...] [--output out.npz]
     mxcc perf DIR [--iters N | --seconds S] [--threads T] [--call-graph fp|dwarf] [-o OUT] [--stat] [--py]
     mxcc perf DIR --train [--epochs N] [--images F --labels F] [--threads T] [--call-graph fp|dwarf] [-o OUT]
@@ -53,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--no-plan", action="store_true", help="one arena range per intermediate (no reuse)")
     c.add_argument("--no-fold", action="store_true",
                    help="no constant folding: param-only nodes run in every forward, not once at bind time")
+    c.add_argument("--no-schedule", action="store_true",
+                   help="run the kernels in the graph's node order (default: the order with the fewest live bytes)")
     c.add_argument("--isa", default=None, help="gcc -march value (default: native)")
     c.add_argument("--random-params", action="store_true",
                    help="no weights at hand: Xavier-initialized params (seed 0; moving stats 0/1), for benchmarks")
@@ -71,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("--no-fuse", action="store_true", help="one kernel per node")
     i.add_argument("--no-plan", action="store_true", help="one arena range per intermediate")
     i.add_argument("--no-fold", action="store_true", help="no constant folding of param-only nodes")
+    i.add_argument("--no-schedule", action="store_true", help="kernels in the graph's node order")
     i.add_argument("--json", action="store_true", help="print the plan as JSON (same as plan.json)")
     i.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
@@ -127,7 +130,7 @@ def _compile(args) -> int:
                if args.optimizer == "sgd" else Adam(learning_rate=args.lr, wd=args.wd, rescale_grad=1.0 / batch))
         train = dict(train=True, optimizer=opt)
     mod = mxcc.compile(args.net, shapes, params, out_dir=out, name=name, fuse=not args.no_fuse,
-                       plan=not args.no_plan, fold=not args.no_fold, isa=args.isa, profile=not args.no_profile, **train)
+                       plan=not args.no_plan, fold=not args.no_fold, schedule=not args.no_schedule, isa=args.isa, profile=not args.no_profile, **train)
     dt = time.perf_counter() - t
     print(f"compiled {args.net} -> {out}/ ({'cached' if mod.cached else 'built'} in {dt:.2f} s)")
     print(f"  inputs : {', '.join(f'{k}{v}' for k, v in mod.input_shapes.items())}")
@@ -144,7 +147,8 @@ def _inspect(args) -> int:
     from mxcc.options import CompileOptions
     plan = inspect_network(args.net, dict(args.shape), CompileOptions.from_env(fuse=not args.no_fuse,
                                                                               plan=not args.no_plan,
-                                                                              fold=not args.no_fold))
+                                                                              fold=not args.no_fold,
+                                                                              schedule=not args.no_schedule))
     if args.json:
         print(json.dumps(plan, indent=1))
     else:

@@ -242,7 +242,8 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
                  options=f"fuse={'on' if opts.fuse else 'off'} plan={'on' if opts.plan else 'off'} "
                          f"isa={opts.isa} profile={'on' if opts.profile else 'off'}"
                          + (f" train={optimizer.kind}" if opts.train else "")
-                         + ("" if opts.fold else " fold=off"),    # on: the header's "folded" line says what
+                         # on: the header's "folded" line says what
+                         + ("" if opts.fold else " fold=off") + ("" if opts.schedule else " schedule=off"),
                  profile=opts.profile, updates=updates, train_program=train_program,
                  optimizer=optimizer.kind if optimizer else "", infer_calls=infer.calls if infer else None,
                  random=any(n.opdef.random for n in plan.graph.nodes if not n.is_variable),

@@ -13,6 +13,7 @@ class CompileOptions:
     fuse: bool = True             # --no-fuse: one kernel per node
     plan: bool = True             # --no-plan: one arena range per intermediate
     fold: bool = True             # --no-fold: no constant folding (param-only nodes run in every forward)
+    schedule: bool = True         # --no-schedule: kernels in the graph's node order, not the memory-aware one
     train: bool = False           # backward + update (an Executor)
     is_train: bool = True         # with train: the forward in training mode (BatchNorm batch statistics and
                                   # moving-stat updates, Dropout masks), as MXNet's forward(is_train=True);

@@ -16,6 +16,7 @@ from mxcc.passes.fuse import fuse
 from mxcc.passes.infer_shapes import bind, infer_shapes
 from mxcc.passes.plan_memory import plan_memory
 from mxcc.passes.remove_dropout import remove_dropout
+from mxcc.passes.schedule import schedule
 from mxcc.passes.train_mode import mode_dependent, train_mode
 
 # name, fn(graph, opts) -> graph, enabled(opts)
@@ -25,6 +26,8 @@ PIPELINE_INFER = (
     # params change every training step: fold only inference graphs (a training build's forward_infer too)
     ("fold_constants", lambda g, o: fold_constants(g), lambda o: o.fold and not o.train),
     ("fuse", lambda g, o: fuse(g, enabled=o.fuse), lambda o: True),   # fuse=False still makes 1-node groups
+    # a training graph's phases are called separately: their order stays autodiff's
+    ("schedule", lambda g, o: schedule(g), lambda o: o.schedule and not o.train),
 )
 
 
@@ -70,5 +73,5 @@ def run_pipeline(graph: Graph, shapes: dict, opts: CompileOptions, log=None, *, 
     return plan
 
 
-__all__ = ["PIPELINE_INFER", "autodiff", "bind", "trainable", "dce", "fold_constants", "fuse", "infer_shapes",
+__all__ = ["PIPELINE_INFER", "autodiff", "bind", "trainable", "dce", "fold_constants", "fuse", "schedule", "infer_shapes",
            "mode_dependent", "plan_memory", "remove_dropout", "run_pipeline", "train_mode"]
