@@ -20,7 +20,6 @@ Needs `pip install onnx onnxruntime` (benchmark-only, not mxcc dependencies).
 """
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import subprocess
@@ -198,12 +197,9 @@ def layers(net: str, batch: int, threads: int, calls: int) -> None:
 
 
 def main() -> None:
-    spec = harness.worker_spec_from_argv()
-    if spec is not None:
-        harness.emit_worker_results(worker(spec))
+    ap = harness.parser_unless_worker(worker, __doc__)
+    if ap is None:
         return
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    harness.add_common_args(ap)
     ap.add_argument("--nets", default=",".join(NETS), help=f"comma-separated, of {', '.join(NETS)}")
     ap.add_argument("--batch", default="1,64", help="comma-separated batch sizes (default 1,64)")
     ap.add_argument("--standalone", action="store_true", help="also time the compiled <net>_bench C program")

@@ -9,7 +9,6 @@ mxcc_conv_depthwise_f32 on one image (batch 1), no epilogue; GFLOP/s counts 2 * 
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib.util
 import re
@@ -80,12 +79,9 @@ def worker(spec: dict) -> list[dict]:
 
 
 def main() -> None:
-    spec = harness.worker_spec_from_argv()
-    if spec is not None:
-        harness.emit_worker_results(worker(spec))
+    ap = harness.parser_unless_worker(worker, __doc__)
+    if ap is None:
         return
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    harness.add_common_args(ap)
     ap.add_argument("--isa", default="native,haswell,x86-64")
     ap.set_defaults(threads="1")
     args = ap.parse_args()

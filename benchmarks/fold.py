@@ -15,7 +15,6 @@ two runs: 1 thread, batch 1: 141-146 us folded vs 1192-1294 us unfolded (8.5-8.9
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -57,12 +56,9 @@ def worker(spec: dict) -> list[dict]:
 
 
 def main() -> None:
-    spec = harness.worker_spec_from_argv()
-    if spec is not None:
-        harness.emit_worker_results(worker(spec))
+    ap = harness.parser_unless_worker(worker, __doc__)
+    if ap is None:
         return
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    harness.add_common_args(ap)
     ap.add_argument("--batches", default="1,64")
     ap.add_argument("--n", type=int, default=1000, help="N (default 1000; 1024 rows are 4 KiB apart: the "
                     "unfolded transpose then hits cache-set conflicts and looks far worse)")

@@ -100,6 +100,19 @@ def emit_worker_results(results: list[dict]) -> None:
     print(json.dumps(results), flush=True)
 
 
+def parser_unless_worker(worker, doc: str) -> argparse.ArgumentParser | None:
+    """The start of every benchmark's main(): in a worker process (`--worker '<json>'`) run `worker` on its
+    spec, print the results for the driver and return None; otherwise the argument parser with the common
+    options, for the benchmark to add its own."""
+    spec = worker_spec_from_argv()
+    if spec is not None:
+        emit_worker_results(worker(spec))
+        return None
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    add_common_args(parser)
+    return parser
+
+
 def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="PATH", help="append one JSON line per result to PATH")
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")

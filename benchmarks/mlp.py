@@ -10,7 +10,6 @@ Needs `pip install onnx onnxruntime` (benchmark-only, not mxcc dependencies).
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -64,12 +63,9 @@ def worker(spec: dict) -> list[dict]:
 
 
 def main() -> None:
-    spec = harness.worker_spec_from_argv()
-    if spec is not None:
-        harness.emit_worker_results(worker(spec))
+    ap = harness.parser_unless_worker(worker, __doc__)
+    if ap is None:
         return
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    harness.add_common_args(ap)
     ap.add_argument("--batches", default="1,64,256")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]

@@ -12,7 +12,6 @@ Rounds alternate thread counts, one fresh worker each (benchmarks/harness.py); t
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 import sys
@@ -67,12 +66,9 @@ def worker(spec: dict) -> list[dict]:
 
 
 def main() -> None:
-    spec = harness.worker_spec_from_argv()
-    if spec is not None:
-        harness.emit_worker_results(worker(spec))
+    ap = harness.parser_unless_worker(worker, __doc__)
+    if ap is None:
         return
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    harness.add_common_args(ap)
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]

@@ -14,7 +14,6 @@ median over rounds of each round's ratio of medians. Issue #7's targets at batch
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -94,12 +93,9 @@ def worker(spec: dict) -> list[dict]:
 
 
 def main() -> None:
-    spec = harness.worker_spec_from_argv()
-    if spec is not None:
-        harness.emit_worker_results(worker(spec))
+    ap = harness.parser_unless_worker(worker, __doc__)
+    if ap is None:
         return
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    harness.add_common_args(ap)
     ap.add_argument("--batches", default="1,100")
     ap.add_argument("--inner", type=int, default=5, help="rounds of --min-time seconds per worker")
     args = ap.parse_args()

@@ -12,7 +12,6 @@ Each engine and thread count runs in a fresh process (benchmarks/harness.py).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -140,12 +139,9 @@ WORKERS = {"mxcc": worker_mxcc, "mxcc_program": worker_mxcc_program, "torch": wo
 
 
 def main() -> None:
-    spec = harness.worker_spec_from_argv()
-    if spec is not None:
-        harness.emit_worker_results(WORKERS[spec["engine"]](spec))
+    ap = harness.parser_unless_worker(lambda spec: WORKERS[spec["engine"]](spec), __doc__)
+    if ap is None:
         return
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    harness.add_common_args(ap)
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--mxnet-python", default=os.environ.get("MXNET_PYTHON"),
                     help="a python with mxnet==1.9.1 installed (optional)")
