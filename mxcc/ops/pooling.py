@@ -136,7 +136,8 @@ def _pool_vars(a: PoolAttrs, x: tuple) -> dict:
              f"{', count_include_pad' if divisor == 'window' else ''}): {planes} planes {x[2:]} -> {out}",
         reduce=reduce, divisor=divisor, lowest=c_float(np.finfo(np.float32).min),
         planes=planes, h=h, w=w, hw=h * w, hp=h + ph, wp=w + pw, oh=oh, ow=ow, ohw=oh * ow,
-        kh=kh, kw=kw, sh=sh, sw=sw, ph=ph, pw=pw,
+        kh=kh, kw=kw, sh=sh, sw=sw, ph=ph, pw=pw, window=kh * kw,
+        hw_tail=h * w - h * w % 8,                  # flat path: where the 8-lane loop stops
         parallel=planes * oh * ow * kh * kw >= PARALLEL_MIN_ELEMENTS and planes > 1,
     )
 
@@ -162,7 +163,7 @@ def _path(h, w, oh, ow, kh, kw, sh, sw, ph, pw) -> tuple[str, dict]:
     return "generic", inner
 
 
-FORWARD_ONLY = ("path", "oh0", "oh1", "ow0", "ow1", "c0", "tw")   # the backward keeps the generic loop
+FORWARD_ONLY = ("path", "oh0", "oh1", "ow0", "ow1", "c0", "tw", "window", "hw_tail")   # the backward keeps the generic loop
 
 
 def _grad(a: PoolAttrs, g):
