@@ -355,20 +355,11 @@ def _waiting(frames: list[Frame], net: str) -> bool:
     return "openmp" in cats and cats <= {"openmp", "kernel", "libc"}
 
 
-def attribute(samples: list[Sample], kernels: list[Kernel], net: str, timeline: Timeline | None = None,
-              root: str | None = None) -> Profile:
-    """Place every sample in a layer (by its stack, else by its time, else by a proportional split)."""
-    fn2k = {k.function: k.index for k in kernels if k.function.startswith(net + "_")}
-    if timeline is not None and len(timeline) == 0:
-        timeline = None
-    prof = Profile(net, root or next((s.comm for s in samples if s.comm), net), timeline=timeline)
-    rows = {k.index: LayerRow(k) for k in kernels}
-    fwd = f"{net}_forward"
+def _count_totals(prof: Profile, samples: list[Sample], net: str) -> None:
+    """What does not depend on where a sample is placed: totals, threads, self time per leaf symbol."""
     selfc: Counter = Counter()
     self_ns: Counter = Counter()
     cats: dict[str, str] = {}
-    pending: dict[str, list[tuple[Sample, list[str]]]] = defaultdict(list)
-    callers: dict[str, Counter] = defaultdict(Counter)     # runtime fn -> layer -> samples calling it
     tids = set()
     for s in samples:
         n, ns = s.count, s.count * s.period
@@ -381,6 +372,26 @@ def attribute(samples: list[Sample], kernels: list[Kernel], net: str, timeline: 
             selfc[key] += n
             self_ns[key] += ns
             cats[key] = cat
+    prof.self_rows = sorted(((name, cats[name], c, self_ns[name]) for name, c in selfc.items()),
+                            key=lambda r: (-r[2], r[0]))
+    prof.threads = len(tids)
+
+
+def attribute(samples: list[Sample], kernels: list[Kernel], net: str, timeline: Timeline | None = None,
+              root: str | None = None) -> Profile:
+    """Place every sample in a layer (by its stack, else by its time, else by a proportional split)."""
+    fn2k = {k.function: k.index for k in kernels if k.function.startswith(net + "_")}
+    if timeline is not None and len(timeline) == 0:
+        timeline = None
+    prof = Profile(net, root or next((s.comm for s in samples if s.comm), net), timeline=timeline)
+    rows = {k.index: LayerRow(k) for k in kernels}
+    fwd = f"{net}_forward"
+    _count_totals(prof, samples, net)
+    pending: dict[str, list[tuple[Sample, list[str]]]] = defaultdict(list)
+    callers: dict[str, Counter] = defaultdict(Counter)     # runtime fn -> layer -> samples calling it
+    for s in samples:
+        n, ns = s.count, s.count * s.period
+        frames = [f for f in s.frames if not is_garbage(f)]
         k, in_fwd, how, tail, parent = _place(s, net, fn2k, timeline)
         if not in_fwd:
             prof.folded[";".join([prof.root] + _tidy(tail))] += n
@@ -425,9 +436,6 @@ def attribute(samples: list[Sample], kernels: list[Kernel], net: str, timeline: 
         for k, row in rows.items():
             row.calls, row.wall_ns = calls.get(k, 0), float(wall.get(k, 0))
     prof.layers = [rows[k.index] for k in kernels if k.phase == "forward" or rows[k.index].samples]
-    prof.self_rows = sorted(((name, cats[name], c, self_ns[name]) for name, c in selfc.items()),
-                            key=lambda r: (-r[2], r[0]))
-    prof.threads = len(tids)
     return prof
 
 
@@ -453,21 +461,10 @@ def attribute_train(samples: list[Sample], kernels: list[Kernel], net: str, time
     loaders = {f"{net}_load_batch", "mxcc_idx_read"}
     phase_frames = {f"{net}_forward": "forward", f"{net}_forward_infer": "forward", f"{net}_backward": "backward",
                     f"{net}_update": "update"}
-    selfc: Counter = Counter()
-    self_ns: Counter = Counter()
-    cats: dict[str, str] = {}
-    tids = set()
+    _count_totals(prof, samples, net)
     for s in samples:
         n, ns = s.count, s.count * s.period
-        prof.total += n
-        prof.total_ns += ns
-        tids.add(s.tid)
         frames = [f for f in s.frames if not is_garbage(f)]
-        if frames:
-            key, cat = self_key(frames[-1], net)
-            selfc[key] += n
-            self_ns[key] += ns
-            cats[key] = cat
         labels = [label(f) for f in frames]
         phase, k, how, tail = None, None, None, None
         load_at = next((i for i, lab in enumerate(labels) if lab in loaders), None)
@@ -534,9 +531,6 @@ def attribute_train(samples: list[Sample], kernels: list[Kernel], net: str, time
         for k, row in rows.items():
             row.calls, row.wall_ns = calls.get(k, 0), float(wall.get(k, 0))
     prof.layers = [rows[k.index] for k in kernels]
-    prof.self_rows = sorted(((name, cats[name], c, self_ns[name]) for name, c in selfc.items()),
-                            key=lambda r: (-r[2], r[0]))
-    prof.threads = len(tids)
     return prof
 
 
