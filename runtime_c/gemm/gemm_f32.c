@@ -12,39 +12,23 @@
  * rows, the team shares the packed B (each packs a slice, then a barrier; two B buffers alternate so one
  * barrier per pc step suffices). Serial when the problem is small or when called from inside a
  * parallel region. Small M with B transposed (FullyConnected) skips packing: see gemm_small_m.
- * This file alone chooses the ISA, at compile time: the AVX-512F kernels if the compiler targets AVX-512F,
- * else the AVX2+FMA kernels if it targets those, else the reference kernels.
+ * The ISA is chosen at compile time in gemm_internal.h (MXCC_UKERNEL_F32 ...): the AVX-512F kernels if the
+ * compiler targets AVX-512F, else the AVX2+FMA kernels if it targets those, else the reference kernels.
+ * B may also come prepacked (mxcc_gemm_f32_packed_b: weights packed once at bind time): then loop 4 reads
+ * its slices in place and nothing is packed or shared for B.
  */
 #include <omp.h>
 #include <stdlib.h>
 
 #include "gemm_internal.h"
 
-#if defined(__AVX512F__)
-#define UKERNEL mxcc_ukernel_f32_14x32_avx512f
-#define ROWDOT mxcc_ukernel_f32_rowdot_avx512f
-#define PACK_A mxcc_pack_a_f32_avx2
-#define PACK_B mxcc_pack_b_f32_avx2
-#define MC MXCC_GEMM_AVX512F_MC
-#define KC MXCC_GEMM_AVX512F_KC
-#define NC MXCC_GEMM_AVX512F_NC
-#elif defined(__AVX2__) && defined(__FMA__)
-#define UKERNEL mxcc_ukernel_f32_6x16_avx2fma
-#define ROWDOT mxcc_ukernel_f32_rowdot_avx2fma
-#define PACK_A mxcc_pack_a_f32_avx2
-#define PACK_B mxcc_pack_b_f32_avx2
-#define MC MXCC_GEMM_AVX2FMA_MC
-#define KC MXCC_GEMM_AVX2FMA_KC
-#define NC MXCC_GEMM_AVX2FMA_NC
-#else
-#define UKERNEL mxcc_ukernel_f32_ref
-#define ROWDOT mxcc_ukernel_f32_rowdot_ref
-#define PACK_A mxcc_pack_a_f32
-#define PACK_B mxcc_pack_b_f32
-#define MC MXCC_GEMM_REF_MC
-#define KC MXCC_GEMM_REF_KC
-#define NC MXCC_GEMM_REF_NC
-#endif
+#define UKERNEL MXCC_UKERNEL_F32
+#define ROWDOT MXCC_ROWDOT_F32
+#define PACK_A MXCC_PACK_A_F32
+#define PACK_B MXCC_PACK_B_F32
+#define MC MXCC_GEMM_MC
+#define KC MXCC_GEMM_KC
+#define NC MXCC_GEMM_NC
 #define MR MXCC_GEMM_MR
 #define NR MXCC_GEMM_NR
 _Static_assert(MC % MR == 0 && NC % NR == 0, "MC/NC must be multiples of MR/NR");
@@ -119,6 +103,7 @@ typedef struct gemm_problem {
     int trans_a, trans_b, M, N, K;
     const float *A;  /* (M, K) stride lda, or (K, M) if trans_a */
     const float *B;  /* (K, N) stride ldb, or (N, K) if trans_b */
+    const float *Bp; /* or NULL: op(B) prepacked whole (mxcc_gemm_pack_b_f32), panel q at Bp + q * NR * K */
     float *C;        /* (M, N) stride ldc */
     long lda, ldb, ldc;
     int beta;                  /* 0 or 1 */
@@ -157,7 +142,7 @@ static const float *b_at(const gemm_problem *g, int p, int j)
  *  - min(1, columns per thread / 64): a thread with fewer than 64 columns of B (4 micro-panels of the
  *    6x16 kernel, 2 of the 14x32 one) re-packs A for little work. Counted in columns, not panels: with
  *    NR = 32, 784->128 b64 on 2 threads split rows 3 + 2 panels (99 GFLOP/s) instead of columns 64 + 64. */
-static void choose_ways(int M, int N, int nt, int *ic_ways, int *jr_ways)
+static void choose_ways(int M, int N, int nt, int b_prepacked, int *ic_ways, int *jr_ways)
 {
     const int units_m = ceil_div(M, MR), units_n = ceil_div(min_int(N, NC), NR);
     double best = -1.0;
@@ -171,7 +156,8 @@ static void choose_ways(int M, int N, int nt, int *ic_ways, int *jr_ways)
         const double eff_m = (double)units_m / (a * ceil_div(units_m, a));
         const double eff_n = (double)units_n / (b * ceil_div(units_n, b));
         const double per_thread = (double)units_n * NR / b / 16.0;  /* in 16-column units, whatever NR */
-        double score = eff_m * eff_n * (a > 1 ? 0.97 : 1.0) / (1.0 + 0.02 * (b - 1));
+        /* prepacked B: a row split shares nothing and needs no barrier */
+        double score = eff_m * eff_n * (a > 1 && !b_prepacked ? 0.97 : 1.0) / (1.0 + 0.02 * (b - 1));
         score *= per_thread < 4.0 ? per_thread / 4.0 : 1.0;
         if (score > best) {
             best = score;
@@ -214,9 +200,13 @@ static void gemm_loops(const gemm_problem *g, int nt, int tid, int ic_ways, int 
             /* pack B[pc:pc+kc, jc:jc+nc]. When the team splits only loop 2 (ic_ways == 1), each thread packs
              * just the micro-panels it multiplies: private, no barrier. Otherwise threads of different row
              * groups need the same panels: each packs a slice, then a barrier. */
-            const int shared_b = ic_ways > 1;
+            const int shared_b = ic_ways > 1 && !g->Bp;
             int p_begin = q_begin, p_end = q_end;
-            if (shared_b) {
+            if (g->Bp) {
+                /* prepacked whole: nothing to pack; panels of this column block start at Bp + jc * K */
+                bp = (float *)g->Bp + (long)jc * K;
+                p_begin = p_end = 0;
+            } else if (shared_b) {
                 split_range(panels_n, nt, tid, &p_begin, &p_end);
             } else {
                 /* NOTE: private panels go to this thread's own buffer: with no barrier, a team buffer would be
@@ -245,7 +235,8 @@ static void gemm_loops(const gemm_problem *g, int nt, int tid, int ic_ways, int 
                 for (int q = q_begin; q < q_end; q++) {
                     const int jr = q * NR;
                     const int n = min_int(NR, nc - jr);
-                    const float *bq = bp + (long)jr * kc;  /* (kc, NR) */
+                    const float *bq = g->Bp ? bp + (long)jr * K + (long)pc * NR  /* rows pc.. of a (K, NR) panel */
+                                            : bp + (long)jr * kc;              /* (kc, NR) */
                     /* loop 1 (ir): MR-tall micro-panels of the A block */
                     for (int ir = 0; ir < mc; ir += MR) {
                         const int m = min_int(MR, mc - ir);
@@ -334,52 +325,87 @@ static void gemm_serial_nested(const gemm_problem *g, mxcc_gemm_ws *ws)
     omp_unset_lock(&ws->slots[s].lock);
 }
 
-void mxcc_gemm_f32(mxcc_gemm_ws *ws, int trans_a, int trans_b, int M, int N, int K,
-                   const float *A, int lda, const float *B, int ldb,
-                   float beta, float *C, int ldc, const mxcc_epilogue *ep)
+/* Both entry points: threads, then the small-M path, the nested serial path or the five loops. */
+static void gemm_run(mxcc_gemm_ws *ws, const gemm_problem *gp)
 {
+    const gemm_problem g0 = *gp;
+    const gemm_problem *g = &g0;
+    const int M = g->M, N = g->N, K = g->K;
     if (M <= 0 || N <= 0) {
         return;
     }
-    const gemm_problem g = {
-        .trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K,
-        .A = A, .B = B, .C = C, .lda = lda, .ldb = ldb, .ldc = ldc,
-        .beta = beta != 0.0f, .ep = mxcc_epilogue_is_noop(ep) ? NULL : ep,
-    };
     if (K <= 0) {
-        gemm_k0(&g);
+        gemm_k0(g);
         return;
     }
     /* threads: none inside a parallel region; otherwise as many as the work pays for */
     const int nested = omp_get_level() > 0;
-    const int small_m = M <= MXCC_GEMM_SMALLM_MAX && (long)M * K <= MXCC_GEMM_SMALLM_MAX_A && !trans_a && trans_b;
+    const int small_m = !g->Bp && M <= MXCC_GEMM_SMALLM_MAX && (long)M * K <= MXCC_GEMM_SMALLM_MAX_A &&
+                        !g->trans_a && g->trans_b;
     const double flops = 2.0 * (small_m && M < 8 ? 8 : M) * N * K;
     const int nt = nested ? 1 : threads_for(flops, small_m ? omp_get_max_threads() : min_int(omp_get_max_threads(), ws->nslots));
 
     if (small_m) {
-        gemm_small_m(&g, nt);
+        gemm_small_m(g, nt);
         return;
     }
     if (nested) {
-        gemm_serial_nested(&g, ws);
+        gemm_serial_nested(g, ws);
         return;
     }
     if (nt == 1) {
         float *b_pack[2] = {ws->slots[0].b_pack, ws->slots[0].b_pack};
-        gemm_loops(&g, 1, 0, 1, 1, ws->slots[0].a_pack, b_pack, ws->slots[0].b_pack);
+        gemm_loops(g, 1, 0, 1, 1, ws->slots[0].a_pack, b_pack, ws->slots[0].b_pack);
         return;
     }
     int ic_ways, jr_ways;
-    choose_ways(M, N, nt, &ic_ways, &jr_ways);
+    choose_ways(M, N, nt, g->Bp != NULL, &ic_ways, &jr_ways);
 #pragma omp parallel num_threads(nt)
     {
         /* the team may be smaller than asked (OMP_DYNAMIC, thread limits): split what we got */
         const int team = omp_get_num_threads(), tid = omp_get_thread_num();
         int icw = ic_ways, jrw = jr_ways;
         if (team != nt) {
-            choose_ways(M, N, team, &icw, &jrw);
+            choose_ways(M, N, team, g->Bp != NULL, &icw, &jrw);
         }
         float *b_pack[2] = {ws->slots[0].b_pack, ws->slots[team > 1 ? 1 : 0].b_pack};
-        gemm_loops(&g, team, tid, icw, jrw, ws->slots[tid].a_pack, b_pack, ws->slots[tid].b_pack);
+        gemm_loops(g, team, tid, icw, jrw, ws->slots[tid].a_pack, b_pack, ws->slots[tid].b_pack);
     }
+}
+
+void mxcc_gemm_f32(mxcc_gemm_ws *ws, int trans_a, int trans_b, int M, int N, int K,
+                   const float *A, int lda, const float *B, int ldb,
+                   float beta, float *C, int ldc, const mxcc_epilogue *ep)
+{
+    const gemm_problem g = {
+        .trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K,
+        .A = A, .B = B, .C = C, .lda = lda, .ldb = ldb, .ldc = ldc,
+        .beta = beta != 0.0f, .ep = mxcc_epilogue_is_noop(ep) ? NULL : ep,
+    };
+    gemm_run(ws, &g);
+}
+
+/* ---- prepacked B ------------------------------------------------------------------------------------- */
+
+long mxcc_gemm_packed_b_floats(int K, int N)
+{
+    return (long)K * ceil_div(N, NR) * NR;
+}
+
+void mxcc_gemm_pack_b_f32(int trans_b, int K, int N, const float *B, int ldb, float *Bp)
+{
+    if (K > 0 && N > 0) {
+        PACK_B(trans_b, K, N, B, ldb, Bp);
+    }
+}
+
+void mxcc_gemm_f32_packed_b(mxcc_gemm_ws *ws, int trans_a, int M, int N, int K, const float *A, int lda,
+                            const float *Bp, float beta, float *C, int ldc, const mxcc_epilogue *ep)
+{
+    const gemm_problem g = {
+        .trans_a = trans_a, .trans_b = MXCC_NO_TRANS, .M = M, .N = N, .K = K,
+        .A = A, .B = NULL, .Bp = Bp, .C = C, .lda = lda, .ldb = 0, .ldc = ldc,
+        .beta = beta != 0.0f, .ep = mxcc_epilogue_is_noop(ep) ? NULL : ep,
+    };
+    gemm_run(ws, &g);
 }

@@ -14,6 +14,36 @@
 extern "C" {
 #endif
 
+/* ---- the build's kernels, chosen at compile time by the ISA the compiler targets -----------------------
+ * One place for every user of the packed panels (gemm_f32.c, the convolution drivers in runtime_c/conv/). */
+#if defined(__AVX512F__)
+#define MXCC_UKERNEL_F32 mxcc_ukernel_f32_14x32_avx512f
+#define MXCC_ROWDOT_F32 mxcc_ukernel_f32_rowdot_avx512f
+#define MXCC_PACK_A_F32 mxcc_pack_a_f32_avx2
+#define MXCC_PACK_B_F32 mxcc_pack_b_f32_avx2
+#define MXCC_GEMM_MC MXCC_GEMM_AVX512F_MC
+#define MXCC_GEMM_KC MXCC_GEMM_AVX512F_KC
+#define MXCC_GEMM_NC MXCC_GEMM_AVX512F_NC
+#else
+#if defined(__AVX2__) && defined(__FMA__)
+#define MXCC_UKERNEL_F32 mxcc_ukernel_f32_6x16_avx2fma
+#define MXCC_ROWDOT_F32 mxcc_ukernel_f32_rowdot_avx2fma
+#define MXCC_PACK_A_F32 mxcc_pack_a_f32_avx2
+#define MXCC_PACK_B_F32 mxcc_pack_b_f32_avx2
+#define MXCC_GEMM_MC MXCC_GEMM_AVX2FMA_MC
+#define MXCC_GEMM_KC MXCC_GEMM_AVX2FMA_KC
+#define MXCC_GEMM_NC MXCC_GEMM_AVX2FMA_NC
+#else
+#define MXCC_UKERNEL_F32 mxcc_ukernel_f32_ref
+#define MXCC_ROWDOT_F32 mxcc_ukernel_f32_rowdot_ref
+#define MXCC_PACK_A_F32 mxcc_pack_a_f32
+#define MXCC_PACK_B_F32 mxcc_pack_b_f32
+#define MXCC_GEMM_MC MXCC_GEMM_REF_MC
+#define MXCC_GEMM_KC MXCC_GEMM_REF_KC
+#define MXCC_GEMM_NC MXCC_GEMM_REF_NC
+#endif
+#endif  /* no #elif: benchmarks/_build_gemm.py reads these headers' conditions */
+
 /* ---- packing (pack_f32.c) ------------------------------------------------------------------------------
  * Ap = op(A)[0:mc, 0:kc] as ceil(mc/MR) micro-panels, panel p = (kc, MR) row-major: Ap[p*MR*kc + k*MR + r]
  *      = op(A)[p*MR + r, k]; rows past mc are zero. `a` points at op(A)[0, 0] of the block.

@@ -62,6 +62,19 @@ void mxcc_gemm_f32(mxcc_gemm_ws *ws, int trans_a, int trans_b, int M, int N, int
                    const float *A, int lda, const float *B, int ldb,
                    float beta, float *C, int ldc, const mxcc_epilogue *ep);
 
+/* ---- B packed once, used by many calls (a layer's weights, packed at bind time by <net>_prepare) ----------
+ * mxcc_gemm_pack_b_f32 writes op(B) (K x N) as the micro-panels the kernels read: ceil(N / NR) panels of
+ * (K, NR) floats, row-major, columns past N zero. NR is the build's register tile width (16 or 32), so the
+ * size depends on the ISA: mxcc_gemm_packed_b_floats(K, N) gives it, and never exceeds
+ * MXCC_GEMM_PACKED_B_FLOATS_MAX(K, N), the bound a compiler can size buffers with without knowing the ISA.
+ * mxcc_gemm_f32_packed_b is mxcc_gemm_f32 with op(B) read from such panels (same contract otherwise): no
+ * packing of B per call, and the panels are shared by all threads without a barrier. */
+#define MXCC_GEMM_PACKED_B_FLOATS_MAX(K, N) ((long)(K) * (((long)(N) + 31) / 32 * 32))
+long mxcc_gemm_packed_b_floats(int K, int N);
+void mxcc_gemm_pack_b_f32(int trans_b, int K, int N, const float *B, int ldb, float *Bp);
+void mxcc_gemm_f32_packed_b(mxcc_gemm_ws *ws, int trans_a, int M, int N, int K, const float *A, int lda,
+                            const float *Bp, float beta, float *C, int ldc, const mxcc_epilogue *ep);
+
 /* The plain reference: triple loop + the same epilogue. The test oracle and nothing else. */
 void mxcc_gemm_f32_ref(int trans_a, int trans_b, int M, int N, int K,
                        const float *A, int lda, const float *B, int ldb,

@@ -354,6 +354,34 @@ def test_gemm_large_freivalds(gemm, gemm_ws, threads, march, ta, tb):
             assert np.all(np.abs(lhs - rhs) <= bound), f"M={M} N={N} K={K}: {np.abs(lhs - rhs).max()}"
 
 
+@pytest.mark.parametrize("ta,tb", TRANS, ids=TRANS_IDS)
+def test_gemm_with_prepacked_b(gemm, gemm_ws, threads, march, ta, tb):
+    """mxcc_gemm_pack_b_f32 once, then mxcc_gemm_f32_packed_b (weights packed at bind time): the same
+    result as numpy on small, medium (2 threads split rows or panels) and multi-block sizes (K past KC,
+    N past NC), the packed size within the ISA-independent bound, and the buffer only read."""
+    ffi, lib = gemm
+    rng = np.random.default_rng(8)
+    sizes = SMALL_SIZES[::3] + MEDIUM_SIZES + [(67, 3100, 391), (130, 70, 1100)]
+    for idx, (M, N, K) in enumerate(sizes):
+        A, lda, B, ldb, opa, opb = make_problem(rng, M, N, K, ta, tb, (idx % 2, (idx + 1) % 3))
+        floats = lib.mxcc_gemm_packed_b_floats(K, N)
+        assert K * N <= floats <= K * (-(-N // 32) * 32)
+        bp = np.full(floats + 16, np.nan, np.float32)   # guard: nothing past the panels is written
+        lib.mxcc_gemm_pack_b_f32(tb, K, N, fbuf(ffi, B), ldb, fbuf(ffi, bp))
+        assert np.all(np.isnan(bp[floats:])) and not np.any(np.isnan(bp[:floats]))
+        packed = bp.copy()
+        beta = idx % 2
+        C = padded(rng, M, N, 1, fill=np.nan if beta == 0 else None)
+        c_old = C[:, :N].astype(np.float64)
+        lib.mxcc_gemm_f32_packed_b(gemm_ws, ta, M, N, K, fbuf(ffi, A), lda, fbuf(ffi, bp), float(beta),
+                                   fbuf(ffi, C), N + 1, ffi.NULL)
+        want = opa @ opb + (c_old if beta else 0)
+        bound = gemm_bound(opa, opb, K) + (GEMM_RTOL * np.abs(c_old) if beta else 0)
+        err = np.abs(C[:, :N] - want)
+        assert np.all(err <= bound), f"M={M} N={N} K={K} beta={beta}: max err {err.max()}"
+        assert np.array_equal(bp[:floats], packed[:floats]), "the packed B was written"
+
+
 def test_gemm_degenerate_sizes(gemm, gemm_ws):
     """K = 0 is an empty sum (C = beta·C, then the epilogue); M = 0 or N = 0 touch nothing."""
     ffi, lib = gemm
