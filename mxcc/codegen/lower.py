@@ -41,7 +41,8 @@ class KernelCall:
     flops: int
     node_index: int = 0           # position in the network's node-name table
     phase: str = "forward"        # "forward" | "backward": which entry point runs it
-    prepare: tuple = ()           # PrepareCalls: values derived from params at bind time (folded BatchNorm)
+    prepare: tuple = ()           # PrepareCalls: values derived from params at bind time (folded BatchNorm,
+                                  # prepacked weights)
 
 
 @dataclass(frozen=True)
@@ -55,15 +56,43 @@ class PrepareCall:
     derived_end: int              # bytes of ctx->derived used up to the end of this call's outputs
 
 
-class LowerCtx:
-    """An op's view while lowering: its inputs' and outputs' types, and the epilogue it absorbed."""
+@dataclass(frozen=True)
+class PackRequest:
+    """An op's request for one of its inputs as packed GEMM B panels (mxcc_gemm_pack_b_f32), made at bind time."""
+    input: str        # the input's name; the kernel sees the panels as `<input>_packed`
+    trans: bool       # op(B) = B^T: the stored input is (n, k), like FullyConnected's and Convolution's weight
+    k: int
+    n: int
 
-    def __init__(self, names, in_types, out_types, epilogue: tuple[EpilogueStep, ...], node: str = ""):
+    @property
+    def floats(self) -> int:
+        """MXCC_GEMM_PACKED_B_FLOATS_MAX: the panels' size for any build's tile width (16 or 32)."""
+        return self.k * (-(-self.n // 32) * 32)
+
+
+class LowerCtx:
+    """An op's view while lowering: its inputs' and outputs' types, and the epilogue it absorbed.
+
+    `prepack`: whether inputs that are bound parameters may be packed at bind time (inference plans only:
+    a training forward reads weights that every update changes); ops ask with `packed_input`."""
+
+    def __init__(self, names, in_types, out_types, epilogue: tuple[EpilogueStep, ...], node: str = "",
+                 prepack: frozenset[str] = frozenset()):
         self.node = node                      # the anchor's node name (a random op's stream derives from it)
         self._in = dict(zip(names, in_types))
         self._out = out_types
         self.epilogue = epilogue
         self.consumed = not epilogue          # the op's lower() must apply the epilogue it was given
+        self._prepack = prepack               # inputs that hold bind-time constants (params, folded values)
+        self.packs: list[PackRequest] = []
+
+    def packed_input(self, name: str, *, trans: bool, k: int, n: int) -> str | None:
+        """The C name of input `name` packed once at bind time as B panels of a (k x n) op(B), or None when
+        it cannot be (a training plan, or a value the forward computes): the op then reads it as it is."""
+        if name not in self._prepack:
+            return None
+        self.packs.append(PackRequest(name, trans, k, n))
+        return f"{name}_packed"
 
     def in_type(self, name: str) -> TensorType:
         return self._in[name]
@@ -187,10 +216,16 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int, d
             prepare = (fold,)
             ins += scale_shift
         prev = Ref(m.id, 0)
-    ctx = LowerCtx(names, [g.type_of(r) for r in anchor.inputs], anchor.out_types, epilogue, node=anchor.name)
+    ctx = LowerCtx(names, [g.type_of(r) for r in anchor.inputs], anchor.out_types, epilogue, node=anchor.name,
+                   prepack=_bind_time_inputs(plan, anchor, names))
     template, variables = op.lower(anchor.params, ctx)
     if not ctx.consumed:
         raise AssertionError(f"{op.name}.lower ignored its fused epilogue {epilogue}")
+    for req in ctx.packs:
+        src = next(b for b in ins if b.cname == req.input)
+        pack, view = _prepack(req, src, fn, anchor.name, derived)
+        prepare += (pack,)
+        ins.append(view)
     ws = plan.locations.get((anchor.id, -1))
     if ws is not None:
         nbytes = next(b.nbytes for b in (*plan.buffers, *plan.derived_buffers)
@@ -198,6 +233,37 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int, d
         expr, where = _location_expr(ws, True, slot_names)
         outs.append(Buffer("workspace", TensorType((nbytes // 4,)), True, expr, f"{where} (scratch)"))
     return KernelCall(template=template, vars=variables, buffers=(*ins, *outs), prepare=prepare, **common)
+
+
+def _bind_time_inputs(plan: Plan, anchor, names) -> frozenset[str]:
+    """Inputs of a forward kernel of an inference plan whose values are fixed once the params are bound:
+    params and values folded from them (ctx->derived). Empty for a training plan (it has backward nodes)."""
+    g = plan.graph
+    if anchor.phase != "forward" or any(n.phase == "backward" for n in g.nodes):
+        return frozenset()
+    params = {s.index for s in plan.slots if s.kind == "param"}
+    fixed = set()
+    for name, r in zip(names, anchor.inputs):
+        loc = plan.locations[r.key]
+        if loc.derived is not None or loc.slot in params:
+            fixed.add(name)
+    return frozenset(fixed)
+
+
+def _prepack(req: PackRequest, src: Buffer, fn: str, group: str, derived: list):
+    """The bind-time packing of `src` into ctx->derived (a PrepareCall) and the kernel's read-only view."""
+    off = derived[0]
+    derived[0] += (req.floats * 4 + 63) // 64 * 64
+    ttype = TensorType((req.floats,))
+    where = f"derived + {off} ({req.input} packed)"
+    out = Buffer("packed", ttype, True, f"(float *)(ctx->derived + {off})", where)
+    prep = PrepareCall(fn=f"{fn}_pack_{c_ident(req.input)}", group=group, template="kernels/pack_weight.c.j2",
+                       vars=dict(k=req.k, n=req.n, trans=int(req.trans),
+                                 what=f"{req.input} of {group}: op(B) ({req.k}, {req.n})"
+                                      + (f" = {req.input}^T" if req.trans else "")),
+                       buffers=(replace(src, cname="src"), out), derived_end=derived[0])
+    view = Buffer(f"{req.input}_packed", ttype, False, out.expr.replace("(float *)", "(const float *)"), where)
+    return prep, view
 
 
 def _fold_batch_norm(plan: Plan, anchor, bn, fn: str, slot_names, derived: list):

@@ -19,6 +19,7 @@ from math import prod
 from typing import Literal, Optional
 
 from mxcc.ops import register
+from mxcc.ops.fully_connected import prepack_pays
 from mxcc.ops.base import Fusion, OpDef
 
 
@@ -61,10 +62,13 @@ def _dot_infer(a: DotAttrs, s):
     return [(m_dims if len(l) > 1 else ()) + (n_dims if len(r) > 1 else ())]
 
 
-def _gemm_vars(m, n, kk, ta, tb, lda, ldb, what, k) -> dict:
+def _gemm_vars(m, n, kk, ta, tb, lda, ldb, what, k, *, batched=False) -> dict:
+    # a constant rhs (a weight) is packed once at bind time, unless the GEMM takes its small-M path
+    bp = k.packed_input("rhs", trans=tb, k=kk, n=n) if not batched and prepack_pays(m, tb) else None
     return dict(m=m, n=n, k=kk, trans_a="MXCC_TRANS" if ta else "MXCC_NO_TRANS",
                 trans_b="MXCC_TRANS" if tb else "MXCC_NO_TRANS", a="lhs", lda=lda, b="rhs", ldb=ldb,
-                c="out", ldc=n, epilogue=k.gemm_epilogue(bias=None, per_row=False), what=what)
+                c="out", ldc=n, epilogue=k.gemm_epilogue(bias=None, per_row=False), what=what,
+                **({} if batched else {"bp": bp}))
 
 
 def _dot_lower(a: DotAttrs, k):
@@ -122,7 +126,7 @@ def _batch_lower(a: DotAttrs, k):
             f"rhs{'^T' if a.transpose_b else ''}[{kk},{n}]")
     return "kernels/batch_gemm.c.j2", dict(
         batch=batch, stride_a=m * kk, stride_b=kk * n, stride_c=m * n,
-        **_gemm_vars(m, n, kk, a.transpose_a, a.transpose_b, l[-1], r[-1], what, k))
+        **_gemm_vars(m, n, kk, a.transpose_a, a.transpose_b, l[-1], r[-1], what, k, batched=True))
 
 
 def _batch_flops(a, ins, outs):

@@ -1,7 +1,8 @@
 """FullyConnected: out = data . weight^T + bias, data flattened to 2-D unless flatten=False.
 
 Lowered to one call of the runtime GEMM with the weight in MXNet's (num_hidden, in) layout (the TRANS
-case, no copy); bias and any fused activation run in the GEMM's tile epilogue.
+case, no copy); bias and any fused activation run in the GEMM's tile epilogue. In an inference plan a batch
+past the GEMM's small-M bound reads the weight packed once at bind time (`<net>_prepare`), not per call.
 """
 from __future__ import annotations
 
@@ -10,6 +11,16 @@ from math import prod
 
 from mxcc.ops import register
 from mxcc.ops.base import Fusion, OpDef
+
+
+# MXCC_GEMM_SMALLM_MAX (runtime_c/gemm/gemm_config.h): up to this M, C = A . W^T reads W's rows unpacked
+# (the small-M path), so packing W at bind time would not be used.
+GEMM_SMALL_M = 32
+
+
+def prepack_pays(m: int, trans_b: bool) -> bool:
+    """Whether a GEMM with M = m rows packs its B per call (so a bind-time packing saves that work)."""
+    return not (trans_b and m <= GEMM_SMALL_M)
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,7 @@ def _lower(a: FCAttrs, k):
     return "kernels/gemm.c.j2", dict(
         m=m, n=a.num_hidden, k=kk, trans_a="MXCC_NO_TRANS", trans_b="MXCC_TRANS",
         a="data", lda=kk, b="weight", ldb=kk, c="out", ldc=a.num_hidden,
+        bp=k.packed_input("weight", trans=True, k=kk, n=a.num_hidden) if prepack_pays(m, True) else None,
         epilogue=k.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=False, ld_residual=a.num_hidden),
         what=f"out[{m},{a.num_hidden}] = data[{m},{kk}] . weight[{a.num_hidden},{kk}]^T",
     )
