@@ -58,16 +58,12 @@ class PrepareCall:
 
 @dataclass(frozen=True)
 class PackRequest:
-    """An op's request for one of its inputs as packed GEMM B panels (mxcc_gemm_pack_b_f32), made at bind time."""
-    input: str        # the input's name; the kernel sees the panels as `<input>_packed`
-    trans: bool       # op(B) = B^T: the stored input is (n, k), like FullyConnected's and Convolution's weight
-    k: int
-    n: int
-
-    @property
-    def floats(self) -> int:
-        """MXCC_GEMM_PACKED_B_FLOATS_MAX: the panels' size for any build's tile width (16 or 32)."""
-        return self.k * (-(-self.n // 32) * 32)
+    """An op's request for one of its inputs in another layout, computed once at bind time by `<net>_prepare`
+    into ctx->derived: GEMM B panels (mxcc_gemm_pack_b_f32), a Winograd-transformed convolution weight..."""
+    input: str        # the input's name; the kernel sees the result as `<input>_packed`
+    call: str         # the C statement that writes it, reading `src` and writing `packed`
+    floats: int       # its size for any build (e.g. for panels of 16 or 32 columns)
+    what: str         # a comment
 
 
 class LowerCtx:
@@ -86,12 +82,13 @@ class LowerCtx:
         self._prepack = prepack               # inputs that hold bind-time constants (params, folded values)
         self.packs: list[PackRequest] = []
 
-    def packed_input(self, name: str, *, trans: bool, k: int, n: int) -> str | None:
-        """The C name of input `name` packed once at bind time as B panels of a (k x n) op(B), or None when
-        it cannot be (a training plan, or a value the forward computes): the op then reads it as it is."""
+    def packed_input(self, name: str, pack: tuple[str, int, str]) -> str | None:
+        """The C name of input `name` transformed once at bind time by `pack` = (C call, floats, what), e.g.
+        gemm_pack_b(k, n, trans); None when it cannot be (a training plan, or a value the forward
+        computes): the op then reads the input as it is."""
         if name not in self._prepack:
             return None
-        self.packs.append(PackRequest(name, trans, k, n))
+        self.packs.append(PackRequest(name, *pack))
         return f"{name}_packed"
 
     def in_type(self, name: str) -> TensorType:
@@ -258,9 +255,7 @@ def _prepack(req: PackRequest, src: Buffer, fn: str, group: str, derived: list):
     where = f"derived + {off} ({req.input} packed)"
     out = Buffer("packed", ttype, True, f"(float *)(ctx->derived + {off})", where)
     prep = PrepareCall(fn=f"{fn}_pack_{c_ident(req.input)}", group=group, template="kernels/pack_weight.c.j2",
-                       vars=dict(k=req.k, n=req.n, trans=int(req.trans),
-                                 what=f"{req.input} of {group}: op(B) ({req.k}, {req.n})"
-                                      + (f" = {req.input}^T" if req.trans else "")),
+                       vars=dict(call=req.call, what=f"{req.input} of {group}: {req.what}"),
                        buffers=(replace(src, cname="src"), out), derived_end=derived[0])
     view = Buffer(f"{req.input}_packed", ttype, False, out.expr.replace("(float *)", "(const float *)"), where)
     return prep, view

@@ -19,6 +19,7 @@ from math import prod
 from typing import Literal, Optional
 
 from mxcc.ops import register
+from mxcc.ops._pack import gemm_pack_b
 from mxcc.ops.fully_connected import prepack_pays
 from mxcc.ops.base import Fusion, OpDef
 
@@ -64,7 +65,7 @@ def _dot_infer(a: DotAttrs, s):
 
 def _gemm_vars(m, n, kk, ta, tb, lda, ldb, what, k, *, batched=False) -> dict:
     # a constant rhs (a weight) is packed once at bind time, unless the GEMM takes its small-M path
-    bp = k.packed_input("rhs", trans=tb, k=kk, n=n) if not batched and prepack_pays(m, tb) else None
+    bp = k.packed_input("rhs", gemm_pack_b(kk, n, trans=tb)) if not batched and prepack_pays(m, tb) else None
     return dict(m=m, n=n, k=kk, trans_a="MXCC_TRANS" if ta else "MXCC_NO_TRANS",
                 trans_b="MXCC_TRANS" if tb else "MXCC_NO_TRANS", a="lhs", lda=lda, b="rhs", ldb=ldb,
                 c="out", ldc=n, epilogue=k.gemm_epilogue(bias=None, per_row=False), what=what,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from math import prod
 
 from mxcc.ops import register
+from mxcc.ops._pack import gemm_pack_b
 from mxcc.ops.base import Fusion, OpDef
 
 
@@ -67,7 +68,7 @@ def _lower(a: FCAttrs, k):
     return "kernels/gemm.c.j2", dict(
         m=m, n=a.num_hidden, k=kk, trans_a="MXCC_NO_TRANS", trans_b="MXCC_TRANS",
         a="data", lda=kk, b="weight", ldb=kk, c="out", ldc=a.num_hidden,
-        bp=k.packed_input("weight", trans=True, k=kk, n=a.num_hidden) if prepack_pays(m, True) else None,
+        bp=k.packed_input("weight", gemm_pack_b(kk, a.num_hidden, trans=True)) if prepack_pays(m, True) else None,
         epilogue=k.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=False, ld_residual=a.num_hidden),
         what=f"out[{m},{a.num_hidden}] = data[{m},{kk}] . weight[{a.num_hidden},{kk}]^T",
     )

@@ -1,0 +1,12 @@
+"""Bind-time transforms of constant inputs (weights), for LowerCtx.packed_input: each returns
+(C statement reading `src` and writing `packed`, floats written, a comment). `<net>_prepare` runs the
+statement once after the params are bound; the kernel reads the result from ctx->derived."""
+from __future__ import annotations
+
+
+def gemm_pack_b(k: int, n: int, trans: bool) -> tuple[str, int, str]:
+    """mxcc_gemm_pack_b_f32 of a (k x n) op(B) stored (n, k) if `trans`, else (k, n). The size is
+    MXCC_GEMM_PACKED_B_FLOATS_MAX (runtime_c/gemm/mxcc_gemm.h): enough whether the build's NR is 16 or 32."""
+    call = (f"mxcc_gemm_pack_b_f32({'MXCC_TRANS' if trans else 'MXCC_NO_TRANS'}, {k}, {n}, src, "
+            f"{k if trans else n}, packed);")
+    return call, k * (-(-n // 32) * 32), f"op(B) ({k}, {n}){' = B^T' if trans else ''} as GEMM B panels"
