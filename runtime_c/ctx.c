@@ -7,7 +7,8 @@
 
 #include "mxcc_runtime.h"
 
-mxcc_ctx *mxcc_ctx_create(size_t arena_bytes, size_t derived_bytes, int n_slots, char *err, size_t errlen)
+mxcc_ctx *mxcc_ctx_create(size_t arena_bytes, size_t derived_bytes, int n_slots, size_t scratch_floats,
+                          int scratch_threads, char *err, size_t errlen)
 {
     mxcc_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
@@ -24,6 +25,10 @@ mxcc_ctx *mxcc_ctx_create(size_t arena_bytes, size_t derived_bytes, int n_slots,
         goto oom;
     if (!(ctx->gemm = mxcc_gemm_ws_create(0)))
         goto oom;
+    ctx->scratch_floats = scratch_floats;
+    ctx->scratch_threads = scratch_threads;
+    if (scratch_floats && !(ctx->scratch = aligned_alloc(64, (scratch_floats * sizeof(float) + 63) / 64 * 64)))
+        goto oom;
     return ctx;
 oom:
     if (err && errlen)
@@ -37,6 +42,7 @@ void mxcc_ctx_free(mxcc_ctx *ctx)
     if (!ctx)
         return;
     mxcc_gemm_ws_free(ctx->gemm);
+    free(ctx->scratch);
     free(ctx->prof.events);
     free(ctx->slots);
     free(ctx->arena);

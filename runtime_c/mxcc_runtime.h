@@ -32,6 +32,10 @@ typedef struct mxcc_ctx {
     void **slots;             /* host-bound tensors: inputs, params, aux states, outputs (plan order) */
     int n_slots;
     mxcc_gemm_ws *gemm;       /* GEMM packing buffers */
+    float *scratch;           /* per-thread buffers of the kernels that keep one (packed convolutions), sized at
+                               * creation for scratch_threads threads: outside the arena, like the GEMM's */
+    size_t scratch_floats;
+    int scratch_threads;
     mxcc_prof prof;           /* profiler event buffer (empty until enabled) */
     float hyper[MXCC_NUM_HYPER];  /* optimizer hyper-parameters of the next update (training) */
     uint64_t rng_seed;        /* random operators (training Dropout): see rng/mxcc_rng.h */
@@ -48,7 +52,8 @@ typedef struct mxcc_slot_info {
 } mxcc_slot_info;
 
 /* NULL on failure, with a message in err. */
-mxcc_ctx *mxcc_ctx_create(size_t arena_bytes, size_t derived_bytes, int n_slots, char *err, size_t errlen);
+mxcc_ctx *mxcc_ctx_create(size_t arena_bytes, size_t derived_bytes, int n_slots, size_t scratch_floats,
+                          int scratch_threads, char *err, size_t errlen);
 void mxcc_ctx_free(mxcc_ctx *ctx);
 void **mxcc_ctx_slots(mxcc_ctx *ctx);
 float *mxcc_ctx_hyper(mxcc_ctx *ctx);

@@ -12,6 +12,7 @@ from math import prod
 from mxcc.codegen.cnames import c_ident, unique_idents
 from mxcc.graph.ir import FusedGroup, Graph, Ref
 from mxcc.ops.base import EpilogueStep, Fusion, c_float
+from mxcc.passes.fold_constants import bind_time_inputs
 from mxcc.plan import Location, Plan
 from mxcc.types import TensorType
 
@@ -79,14 +80,15 @@ class LowerCtx:
         self._out = out_types
         self.epilogue = epilogue
         self.consumed = not epilogue          # the op's lower() must apply the epilogue it was given
-        self._prepack = prepack               # inputs that hold bind-time constants (params, folded values)
+        self.const = prepack                  # inputs fixed at bind time (params, folded values): the op's
+                                              # workspace() saw the same set, so both choose the same kernel
         self.packs: list[PackRequest] = []
 
     def packed_input(self, name: str, pack: tuple[str, int, str]) -> str | None:
         """The C name of input `name` transformed once at bind time by `pack` = (C call, floats, what), e.g.
         gemm_pack_b(k, n, trans); None when it cannot be (a training plan, or a value the forward
         computes): the op then reads the input as it is."""
-        if name not in self._prepack:
+        if name not in self.const:
             return None
         self.packs.append(PackRequest(name, *pack))
         return f"{name}_packed"
@@ -214,7 +216,7 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int, d
             ins += scale_shift
         prev = Ref(m.id, 0)
     ctx = LowerCtx(names, [g.type_of(r) for r in anchor.inputs], anchor.out_types, epilogue, node=anchor.name,
-                   prepack=_bind_time_inputs(plan, anchor, names))
+                   prepack=bind_time_inputs(g, anchor))
     template, variables = op.lower(anchor.params, ctx)
     if not ctx.consumed:
         raise AssertionError(f"{op.name}.lower ignored its fused epilogue {epilogue}")
@@ -230,21 +232,6 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int, d
         expr, where = _location_expr(ws, True, slot_names)
         outs.append(Buffer("workspace", TensorType((nbytes // 4,)), True, expr, f"{where} (scratch)"))
     return KernelCall(template=template, vars=variables, buffers=(*ins, *outs), prepare=prepare, **common)
-
-
-def _bind_time_inputs(plan: Plan, anchor, names) -> frozenset[str]:
-    """Inputs of a forward kernel of an inference plan whose values are fixed once the params are bound:
-    params and values folded from them (ctx->derived). Empty for a training plan (it has backward nodes)."""
-    g = plan.graph
-    if anchor.phase != "forward" or any(n.phase == "backward" for n in g.nodes):
-        return frozenset()
-    params = {s.index for s in plan.slots if s.kind == "param"}
-    fixed = set()
-    for name, r in zip(names, anchor.inputs):
-        loc = plan.locations[r.key]
-        if loc.derived is not None or loc.slot in params:
-            fixed.add(name)
-    return frozenset(fixed)
 
 
 def _prepack(req: PackRequest, src: Buffer, fn: str, group: str, derived: list):

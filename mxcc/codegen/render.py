@@ -68,6 +68,8 @@ def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, 
         calls=calls, kernels=[_render_kernel(env, c) for c in every + folded],
         prepares=[_render_kernel(env, p) for c in folded + every for p in c.prepare],
         derived_bytes=max(folded_bytes, derived_bytes(every + folded)),
+        # C expressions of `threads` (omp_get_max_threads() at context creation): ctx->scratch floats
+        scratch=[(c.fn, c.vars["thread_scratch"]) for c in every if c.vars.get("thread_scratch")],
         # folded values first (a folded BatchNorm may read them), each after the BatchNorm folds it reads
         prepare_fns=[fn for c in folded for fn in (*(p.fn for p in c.prepare), c.fn)]
         + [p.fn for c in every for p in c.prepare],

@@ -15,8 +15,11 @@ An OpDef is plain data plus plain functions. Passes ask it questions (`fusion`, 
   is ELEMWISE, 'prelu' BROADCAST); passes ask `op.fusion_of(attrs)`.
 - `grad(attrs, g) -> {input: Ref}`: the gradient rule, building backward nodes with `g.emit(op, inputs,
   **attrs)` from `g.ograd(i)`, `g.input(name)`, `g.output(i)`, for the inputs `g.needs(name)` (passes/autodiff.py).
-- `workspace(attrs, ins, outs) -> int`: scratch bytes the kernel needs while it runs (im2col buffers...);
-  the planner places them in the arena, live for that one step, and the kernel sees a `workspace` pointer.
+- `workspace(attrs, ins, outs, const) -> int`: scratch bytes the kernel needs while it runs (im2col
+  buffers...); the planner places them in the arena, live for that one step, and the kernel sees a
+  `workspace` pointer. `const`: the inputs fixed at bind time (passes/fold_constants.bind_time_inputs), which
+  the lowering may read prepacked (LowerCtx.packed_input): the choice of kernel, and its scratch, may
+  depend on them.
 - `train_op(attrs) -> str | None`: the op a node of this op becomes when the graph trains (MXNet's
   forward(is_train=True)): BatchNorm -> `_train_BatchNorm` (batch statistics), Dropout -> `_train_Dropout`
   (a mask); None (or no train_op) keeps the op. Applied by passes/train_mode.py.
@@ -125,7 +128,7 @@ class OpDef:
     identity_in_inference: bool = False   # Dropout: removed for inference
     hidden_outputs: int | Callable[[Any], int] = 0   # trailing outputs not visible to users (Dropout's mask);
                                           # a function of the attrs where the count varies (Pooling, BatchNorm)
-    workspace: Callable | None = None     # (attrs, in_types, out_types) -> scratch bytes (e.g. im2col)
+    workspace: Callable | None = None     # (attrs, in_types, out_types, const) -> scratch bytes (e.g. im2col)
     epilogue_axis: int | None = None      # ANCHOR: the output axis its per-channel epilogue vectors index
                                           # (FullyConnected: -1, columns; Convolution: 1): BatchNorm folds there
     grad: Callable | None = None          # (attrs, g: GradCtx) -> {input name: gradient Ref}; see autodiff.py

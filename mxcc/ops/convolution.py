@@ -134,7 +134,7 @@ def path(a: ConvAttrs, x: tuple) -> str:
     return "im2col"
 
 
-def _workspace(a: ConvAttrs, ins, outs) -> int:
+def _workspace(a: ConvAttrs, ins, outs, const=frozenset()) -> int:
     x, y = ins[0].shape, outs[0].shape
     if path(a, x) != "im2col":
         return 0
@@ -203,7 +203,7 @@ def _bwd_flops(a: ConvBackwardAttrs, ins, outs):
     return fwd * (2 if a.data_grad else 1)
 
 
-def _bwd_workspace(a: ConvBackwardAttrs, ins, outs) -> int:
+def _bwd_workspace(a: ConvBackwardAttrs, ins, outs, const=frozenset()) -> int:
     return _workspace(a, [ins[1]], [ins[0]])
 
 

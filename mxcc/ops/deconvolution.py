@@ -119,7 +119,7 @@ def _direct(a: DeconvAttrs, x: tuple) -> bool:
     return all(v == 1 for v in k) and all(v == 1 for v in s) and not any(p) and not any(adj)
 
 
-def _workspace(a: DeconvAttrs, ins, outs) -> int:
+def _workspace(a: DeconvAttrs, ins, outs, const=frozenset()) -> int:
     x = ins[0].shape
     if _direct(a, x):
         return 0
@@ -193,4 +193,4 @@ DECONVOLUTION_BACKWARD = register(OpDef(
     name="_backward_Deconvolution", attrs=DeconvBackwardAttrs, inputs=lambda a: ("ograd", "data", "weight"),
     output_names=_bwd_outputs, infer=_bwd_infer, fusion=Fusion.OPAQUE,
     flops=lambda a, ins, outs: _flops(a, [ins[1]], [ins[0]]) * (2 if a.data_grad else 1), lower=_bwd_lower,
-    workspace=lambda a, ins, outs: _workspace(a, [ins[1]], [ins[0]])))
+    workspace=lambda a, ins, outs, const: _workspace(a, [ins[1]], [ins[0]])))

@@ -67,4 +67,4 @@ def _bwd_lower(a: LRNAttrs, k):
 LRN_BACKWARD = register(OpDef(
     name="_backward_LRN", attrs=LRNAttrs, inputs=lambda a: ("ograd", "data"), infer=lambda a, s: [s.known("data")],
     fusion=Fusion.OPAQUE, flops=lambda a, ins, outs: prod(outs[0].shape) * (3 * a.nsize + 8), lower=_bwd_lower,
-    workspace=lambda a, ins, outs: 2 * prod(outs[0].shape) * 4))
+    workspace=lambda a, ins, outs, const: 2 * prod(outs[0].shape) * 4))

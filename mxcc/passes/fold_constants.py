@@ -49,6 +49,22 @@ def foldable_op(node) -> bool:
     return not (op.random or op.identity_in_inference or op.mutates(node.params))
 
 
+def bind_time_inputs(graph: Graph, node) -> frozenset[str]:
+    """Names of `node`'s inputs whose values are fixed once the params are bound (params, aux states and
+    values folded from them), when `node` runs in the forward of an inference graph; empty in a training
+    graph (every update changes the params). Such inputs may be transformed once by `<net>_prepare`
+    (packed weights: codegen/lower.py LowerCtx.packed_input); the planner and the lowering both ask here."""
+    if node.phase != "forward" or any(n.phase == "backward" for n in graph.nodes):
+        return frozenset()
+    names = node.opdef.inputs(node.params)
+    fixed = set()
+    for name, r in zip(names, node.inputs):
+        src = graph.nodes[r.node]
+        if (src.is_variable and src.name not in graph.inputs) or src.phase == PREPARE:
+            fixed.add(name)
+    return frozenset(fixed)
+
+
 def folded_nodes(graph: Graph) -> list[str]:
     """Names of the folded nodes, in node order (tests, --dump-after)."""
     return [n.name for n in graph.nodes if n.phase == PREPARE]

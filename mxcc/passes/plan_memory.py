@@ -14,7 +14,7 @@ Location.derived), never in the arena; those the forward reads stay live to the 
 from __future__ import annotations
 
 from mxcc.graph.ir import Graph, Ref
-from mxcc.passes.fold_constants import PREPARE
+from mxcc.passes.fold_constants import PREPARE, bind_time_inputs
 from mxcc.plan import BufferSlot, Location, Plan, Slot
 
 ALIGN = 64
@@ -163,7 +163,7 @@ def _live_ranges(graph: Graph) -> dict[tuple[int, int], tuple[str, int, int, int
         anchor = graph.nodes[g.anchor]
         if anchor.opdef.workspace is not None:
             nbytes = anchor.opdef.workspace(anchor.params, [graph.type_of(r) for r in anchor.inputs],
-                                            anchor.out_types)
+                                            anchor.out_types, bind_time_inputs(graph, anchor))
             if nbytes > 0:
                 vals[(anchor.id, -1)] = [f"{anchor.name}_workspace", nbytes, step, step]
     return {k: tuple(v) for k, v in vals.items()}
