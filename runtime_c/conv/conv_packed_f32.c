@@ -87,22 +87,45 @@ static inline void valid_range(int n_out, int n_in, int stride, int off, int *lo
 
 static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* d[0:len] = s[0:len] (stride 1) or s[i * stride] (len <= MR: one piece of a micro-panel row) */
-static inline void copy_run(float *restrict d, const float *restrict s, int len, int stride)
+/* d[0:len] = one piece of a micro-panel row (len <= MR): zeros, then the valid pixels [lo, hi) read from
+ * the input row at xs[(i - lo) * stride] (xs: the input of pixel lo; unused when lo == hi), then zeros. */
+static inline void put_piece(float *restrict d, int len, int lo, int hi, const float *restrict xs, int stride)
 {
 #if defined(__AVX512F__)
-    if (stride == 1) {
-        /* len <= MR = 14 < 16: one masked load/store instead of a short loop with a libc-sized setup */
-        const __mmask16 m = (__mmask16)((1u << len) - 1);
-        _mm512_mask_storeu_ps(d, m, _mm512_maskz_loadu_ps(m, s));
-        return;
-    }
-#endif
-    if (stride == 1) {
-        for (int i = 0; i < len; i++) d[i] = s[i];
+    /* one 16-lane store per piece (MR = 14 <= 16): the valid lanes are expanded into place, the rest zero */
+    const __mmask16 all = (__mmask16)((1u << len) - 1);
+    const int nv = hi - lo;
+    const __mmask16 valid = (__mmask16)(((1u << nv) - 1) << lo);
+    __m512 v;
+    if (nv == 0) {
+        v = _mm512_setzero_ps();
+    } else if (stride == 1) {
+        v = _mm512_maskz_expandloadu_ps(valid, xs);
+    } else if (stride == 2) {
+        /* the even elements of xs[0 : 2nv - 1] (two masked loads) moved to lanes 0..nv-1, then to lo.. */
+        const int span = 2 * nv - 1;
+        const __m512 v0 = _mm512_maskz_loadu_ps((__mmask16)((1u << (span < 16 ? span : 16)) - 1), xs);
+        const __m512 v1 = span > 16 ? _mm512_maskz_loadu_ps((__mmask16)((1u << (span - 16)) - 1), xs + 16)
+                                    : _mm512_setzero_ps();
+        const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        v = _mm512_maskz_expand_ps(valid, _mm512_permutex2var_ps(v0, even, v1));
     } else {
-        for (int i = 0; i < len; i++) d[i] = s[(long)i * stride];
+        const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32(stride));
+        const __m512 g = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), (__mmask16)((1u << nv) - 1), idx, xs, 4);
+        v = _mm512_maskz_expand_ps(valid, g);
     }
+    _mm512_mask_storeu_ps(d, all, v);
+#else
+    int i = 0;
+    for (; i < lo; i++) d[i] = 0.0f;
+    if (stride == 1) {
+        for (; i < hi; i++) d[i] = xs[i - lo];
+    } else {
+        for (; i < hi; i++) d[i] = xs[(long)(i - lo) * stride];
+    }
+    for (; i < len; i++) d[i] = 0.0f;
+#endif
 }
 
 static inline void zero_run(float *d, int len)
@@ -114,8 +137,10 @@ static inline void zero_run(float *d, int len)
  * first pixel sits at row r0 of panel `panel` of the block. */
 typedef struct piece { int n, od, oh, ow0, ow1, panel, r0; } piece;
 
+#define KW_CACHED 16   /* kernel widths whose valid ranges gather_block computes once */
+
 /* Ap (ceil(mc/MR) panels of (K, MR)) = im2col(x)^T rows m0 .. m0+mc-1, rows past mc zero. */
-static void gather_block(const mxcc_conv_geom *g, const float *x, long m0, long mc, float *restrict ap)
+__attribute__((noinline)) static void gather_block(const mxcc_conv_geom *g, const float *x, long m0, long mc, float *restrict ap)
 {
     const int C = g->channels, D = g->in[0], H = g->in[1], W = g->in[2];
     const int OH = g->out[1], OW = g->out[2];
@@ -130,6 +155,10 @@ static void gather_block(const mxcc_conv_geom *g, const float *x, long m0, long 
         float *last = ap + (mc / MR) * panel_floats;   /* (K, MR) */
         for (long k = 0; k < K; k++) zero_run(last + k * MR + (MR - tail), (int)tail);
     }
+    /* the output columns whose tap kw reads inside the row (the same for every row and piece) */
+    int lo_w[KW_CACHED], hi_w[KW_CACHED];
+    for (int kw = 0; kw < KW && kw < KW_CACHED; kw++)
+        valid_range(OW, W, sw, kw * g->dilate[2] - g->pad[2], &lo_w[kw], &hi_w[kw]);
     for (long at = 0; at < mc;) {
         /* the piece starting at block pixel `at`: clipped at the end of its output row, of its micro-panel
          * and of the block */
@@ -151,20 +180,19 @@ static void gather_block(const mxcc_conv_geom *g, const float *x, long m0, long 
                 for (int kw = 0; kw < KW; kw++, tap++) {
                     const int off_w = kw * g->dilate[2] - g->pad[2];
                     int lo = 0, hi = 0;
-                    if (row_in) valid_range(OW, W, sw, off_w, &lo, &hi);
+                    if (row_in) {
+                        if (KW <= KW_CACHED) {
+                            lo = lo_w[kw];
+                            hi = hi_w[kw];
+                        } else {
+                            valid_range(OW, W, sw, off_w, &lo, &hi);
+                        }
+                    }
                     const int a = clampi(lo, pc.ow0, pc.ow1), b = clampi(hi, a, pc.ow1);
                     /* pieces [ow0, a) and [b, ow1) read the padding; [a, b) reads input row (id, ih) */
-                    if (b == a) {
-                        for (int c = 0; c < C; c++) zero_run(dp + (c * taps + tap) * MR, (int)len);
-                        continue;
-                    }
-                    const float *xs = xn + ((long)id * H + ih) * W + (long)a * sw + off_w;   /* channel 0 */
-                    for (int c = 0; c < C; c++) {
-                        float *d = dp + (c * taps + tap) * MR;   /* (len,) row k = (c, kd, kh, kw) */
-                        zero_run(d, a - pc.ow0);
-                        copy_run(d + (a - pc.ow0), xs + c * plane, b - a, sw);
-                        zero_run(d + (b - pc.ow0), pc.ow1 - b);
-                    }
+                    const float *xs = b > a ? xn + ((long)id * H + ih) * W + (long)a * sw + off_w : xn;  /* ch. 0 */
+                    for (int c = 0; c < C; c++)   /* row k = (c, kd, kh, kw) */
+                        put_piece(dp + (c * taps + tap) * MR, (int)len, a - pc.ow0, b - pc.ow0, xs + c * plane, sw);
                 }
             }
         }
@@ -174,13 +202,125 @@ static void gather_block(const mxcc_conv_geom *g, const float *x, long m0, long 
 
 /* ---- tile epilogue and transposed store ------------------------------------------------------------------ */
 
-/* The tile t (MR, NR) holds pixels m0 .. m0+m-1 (rows) x channels o0 .. o0+nn-1 (columns). Applies the
- * epilogue in the contract's order (scale, shift, bias per channel, residual, activation) and writes
- * y[n, o, p] for each pixel m = n*P + p. Scale/shift/bias run on the tile's rows (vectors of NR channels,
- * the GEMM's per-column epilogue); the residual is added while transposing. */
-static void store_tile(const mxcc_epilogue *ep, float *restrict t, int m, int nn, long m0, int o0, long P,
+/* The tile t (MR, NR) holds pixels m0 .. m0+m-1 (rows) x channels o0 .. o0+nn-1 (columns); y[n, o, p] of
+ * pixel m = n*P + p is at y[(n*O + o)*P + p]. A tile's rows are runs of consecutive pixels of one image
+ * (one run unless the tile crosses an image boundary): run i covers rows r0 .. r0+len-1 = pixels p0.. of
+ * image n, a contiguous piece of every channel plane. */
+typedef struct run { int r0, len; long n, p0; } run;
+
+static int tile_runs(long m0, int m, long P, run *runs /* [MR] */)
+{
+    int nr = 0;
+    for (int r = 0; r < m; nr++) {
+        const long gm = m0 + r, n = gm / P, p0 = gm - n * P;
+        const int len = (int)(P - p0 < m - r ? P - p0 : m - r);
+        runs[nr] = (run){r, len, n, p0};
+        r += len;
+    }
+    return nr;
+}
+
+#if defined(__AVX512F__)
+/* r[0:16] (16 rows of 16) = its transpose: 4 rounds of in-register shuffles (64 shuffles, port 5). */
+static inline __attribute__((always_inline)) void transpose_16x16(__m512 r[16])
+{
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);       /* per 128-bit lane: a0 b0 a1 b1 */
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);   /* a2 b2 a3 b3 */
+    }
+    for (int i = 0; i < 4; i++) {   /* r[4i+j], lane L: column 4L+j of rows 4i..4i+3 */
+        r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {   /* t[j]: (rows 0-3, col j), (0-3, 8+j), (4-7, j), (4-7, 8+j); and so on */
+        t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+        t[j + 4] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
+        t[j + 8] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+        t[j + 12] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
+    }
+    for (int j = 0; j < 4; j++) {   /* r[c] = column c of the input */
+        r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+        r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xDD);
+        r[j + 4] = _mm512_shuffle_f32x4(t[j + 4], t[j + 12], 0x88);
+        r[j + 12] = _mm512_shuffle_f32x4(t[j + 4], t[j + 12], 0xDD);
+    }
+}
+
+/* act(v) for the activations that are a few vector instructions; the others run after the store. */
+static inline __m512 act_vec(const mxcc_epilogue *ep, __m512 v)
+{
+    const __m512 z = _mm512_setzero_ps();
+    switch (ep->act) {
+    case MXCC_ACT_RELU:   /* a > 0 ? a : 0 (NaN -> 0, as the scalar epilogue) */
+        return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, z, _CMP_GT_OQ), v);
+    case MXCC_ACT_LEAKY:
+        return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, z, _CMP_GT_OQ), _mm512_mul_ps(v, _mm512_set1_ps(ep->alpha)), v);
+    case MXCC_ACT_CLIP: {  /* a < lo ? lo : (a > hi ? hi : a) */
+        const __m512 lo = _mm512_set1_ps(ep->lo), hi = _mm512_set1_ps(ep->hi);
+        const __mmask16 below = _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ);
+        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
+        return _mm512_mask_blend_ps(below, v, lo);
+    }
+    default:
+        return v;
+    }
+}
+
+/* The epilogue in the contract's order (x*scale + shift, + bias, + residual, act) on the transposed tile,
+ * one 16-lane vector of pixels per channel, stored with a mask per run. */
+__attribute__((noinline)) static void store_tile(const mxcc_epilogue *ep, const float *restrict t, int m, int nn, long m0, int o0, long P,
                        int O, float *restrict y)
 {
+    run runs[MR];
+    const int nr = tile_runs(m0, m, P, runs);
+    const int has_ep = !mxcc_epilogue_is_noop(ep);
+    const float *sc = has_ep ? ep->scale : NULL, *sh = has_ep ? ep->shift : NULL;
+    const float *bi = has_ep ? ep->bias : NULL, *res = has_ep ? ep->residual : NULL;
+    const int slow_act = has_ep && ep->act != MXCC_ACT_NONE && ep->act != MXCC_ACT_RELU &&
+                         ep->act != MXCC_ACT_LEAKY && ep->act != MXCC_ACT_CLIP;
+    for (int h = 0; h * 16 < nn; h++) {
+        __m512 r[16];
+        for (int i = 0; i < 16; i++)
+            r[i] = i < m ? _mm512_loadu_ps(t + i * NR + 16 * h) : _mm512_setzero_ps();
+        transpose_16x16(r);   /* r[c]: pixels 0..15 of channel o0 + 16h + c */
+        const int nc = nn - 16 * h < 16 ? nn - 16 * h : 16;
+        for (int c = 0; c < nc; c++) {
+            const int o = o0 + 16 * h + c;
+            __m512 v = r[c];
+            if (sc) v = _mm512_mul_ps(v, _mm512_set1_ps(sc[o]));
+            if (sh) v = _mm512_add_ps(v, _mm512_set1_ps(sh[o]));
+            if (bi) v = _mm512_add_ps(v, _mm512_set1_ps(bi[o]));
+            for (int i = 0; i < nr; i++) {
+                const run u = runs[i];
+                const __mmask16 lm = (__mmask16)((1u << u.len) - 1);
+                /* the run's lanes moved down to lane 0 (a tile crossing an image boundary) */
+                __m512 w = u.r0 ? _mm512_maskz_compress_ps((__mmask16)(lm << u.r0), v) : v;
+                if (res) w = _mm512_add_ps(w, _mm512_maskz_loadu_ps(lm, res + (u.n * O + o) * ep->ld_residual + u.p0));
+                if (has_ep) w = act_vec(ep, w);
+                _mm512_mask_storeu_ps(y + (u.n * O + o) * P + u.p0, lm, w);
+            }
+        }
+    }
+    if (slow_act) {
+        mxcc_epilogue act = {0};
+        act.act = ep->act; act.alpha = ep->alpha; act.lo = ep->lo; act.hi = ep->hi;
+        for (int i = 0; i < nr; i++)
+            for (int c = 0; c < nn; c++)
+                mxcc_epilogue_apply_f32(&act, y + (runs[i].n * O + o0 + c) * P + runs[i].p0, runs[i].len, 0, 0, 1,
+                                        runs[i].len);
+    }
+}
+#else
+/* Scale/shift/bias on the tile's rows (vectors of NR channels: the GEMM's per-column epilogue), the
+ * residual added while transposing, the activation on the tile (no residual) or on y's runs (after it). */
+__attribute__((noinline)) static void store_tile(const mxcc_epilogue *ep, float *restrict t, int m, int nn, long m0, int o0, long P,
+                       int O, float *restrict y)
+{
+    run runs[MR];
+    const int nr = tile_runs(m0, m, P, runs);
     mxcc_epilogue vec = {0}, act = {0};
     const int has_ep = !mxcc_epilogue_is_noop(ep);
     if (has_ep) {
@@ -190,29 +330,25 @@ static void store_tile(const mxcc_epilogue *ep, float *restrict t, int m, int nn
         if (!ep->residual) mxcc_epilogue_apply_f32(&act, t, NR, 0, o0, m, nn);
     }
     const float *res = has_ep ? ep->residual : NULL;
-    for (int r = 0; r < m;) {
-        /* rows r .. r+len-1 are pixels p0.. of image n: one contiguous run in each channel plane */
-        const long gm = m0 + r, n = gm / P, p0 = gm - n * P;
-        const int len = (int)(P - p0 < m - r ? P - p0 : m - r);
-        const float *tr = t + (long)r * NR;   /* (len, NR) */
+    for (int i = 0; i < nr; i++) {
+        const run u = runs[i];
+        const float *tr = t + (long)u.r0 * NR;   /* (len, NR) */
         for (int c = 0; c < nn; c++) {
-            const long at = (n * O + o0 + c) * P + p0;
-            float *restrict yc = y + at;   /* (len,) */
+            float *restrict yc = y + (u.n * O + o0 + c) * P + u.p0;   /* (len,) */
             if (res) {
-                const float *rc = res + (n * O + o0 + c) * ep->ld_residual + p0;   /* (len,) */
-                for (int i = 0; i < len; i++) yc[i] = tr[(long)i * NR + c] + rc[i];
+                const float *rc = res + (u.n * O + o0 + c) * ep->ld_residual + u.p0;   /* (len,) */
+                for (int j = 0; j < u.len; j++) yc[j] = tr[(long)j * NR + c] + rc[j];
             } else {
-                for (int i = 0; i < len; i++) yc[i] = tr[(long)i * NR + c];
+                for (int j = 0; j < u.len; j++) yc[j] = tr[(long)j * NR + c];
             }
         }
-        if (res && act.act != MXCC_ACT_NONE) {
-            /* the activation after the residual: on y's runs (the contract's order) */
+        if (res && act.act != MXCC_ACT_NONE) {   /* the activation after the residual */
             for (int c = 0; c < nn; c++)
-                mxcc_epilogue_apply_f32(&act, y + (n * O + o0 + c) * P + p0, len, 0, 0, 1, len);
+                mxcc_epilogue_apply_f32(&act, y + (u.n * O + o0 + c) * P + u.p0, u.len, 0, 0, 1, u.len);
         }
-        r += len;
     }
 }
+#endif
 
 /* ---- driver ----------------------------------------------------------------------------------------------- */
 
