@@ -1,7 +1,7 @@
-/* conv_packed_sanity: random geometries through mxcc_conv_packed_f32 against the reference twin of its
- * math (mxcc_im2col_f32_ref + mxcc_gemm_f32_ref per image, same epilogue), for sanitizer builds.
+/* conv_packed_sanity: random geometries through mxcc_conv_packed_f32 against the plain math it
+ * computes (a naive im2col here + mxcc_gemm_f32_ref per image, same epilogue), for sanitizer builds.
  *
- * tests/runtime/test_conv_packed.py compiles this with runtime_c/conv/ and runtime_c/gemm/ under
+ * tests/runtime/test_conv_packed.py compiles this with conv_packed_f32.c and runtime_c/gemm/ under
  * -fsanitize=address,undefined -fno-sanitize-recover=all -fopenmp and runs it with 2 threads: a gather
  * reading outside the image at a padded edge, a transposed store or residual read past a channel plane, or
  * a scratch overrun (the scratch is an exact-size heap block) aborts the run; a mismatch exits 1. Each
@@ -31,6 +31,26 @@ static float *rand_buf(unsigned long long *s, long n)
     float *x = malloc((size_t)n * sizeof(float) + 1);   /* exact size: ASan guards the end */
     for (long i = 0; i < n; i++) x[i] = rand_float(s);
     return x;
+}
+
+/* col (K, P) = im2col(x (C, D, H, W)): the bounds test per element that the fast gather avoids. */
+static void im2col_naive(const mxcc_conv_geom *g, const float *x, float *col)
+{
+    long r = 0;
+    const long P = (long)g->out[0] * g->out[1] * g->out[2];
+    for (int c = 0; c < g->channels; c++)
+        for (int kd = 0; kd < g->k[0]; kd++)
+            for (int kh = 0; kh < g->k[1]; kh++)
+                for (int kw = 0; kw < g->k[2]; kw++, r++)
+                    for (long j = 0; j < P; j++) {
+                        const int ow = (int)(j % g->out[2]), oh = (int)(j / g->out[2] % g->out[1]);
+                        const int od = (int)(j / g->out[2] / g->out[1]);
+                        const int id = od * g->stride[0] - g->pad[0] + kd * g->dilate[0];
+                        const int ih = oh * g->stride[1] - g->pad[1] + kh * g->dilate[1];
+                        const int iw = ow * g->stride[2] - g->pad[2] + kw * g->dilate[2];
+                        const int in = id >= 0 && id < g->in[0] && ih >= 0 && ih < g->in[1] && iw >= 0 && iw < g->in[2];
+                        col[r * P + j] = in ? x[(((long)c * g->in[0] + id) * g->in[1] + ih) * g->in[2] + iw] : 0.0f;
+                    }
 }
 
 /* A random geometry of 1..3 spatial dimensions whose output is non-empty. */
@@ -86,7 +106,7 @@ int main(int argc, char **argv)
         for (int n = 0; n < batch; n++) {
             mxcc_epilogue e = ep;
             if (e.residual) e.residual += (long)n * O * P;
-            mxcc_im2col_f32_ref(&g, x + n * X, col, 0);
+            im2col_naive(&g, x + n * X, col);
             mxcc_gemm_f32_ref(MXCC_NO_TRANS, MXCC_NO_TRANS, O, (int)P, K, w, K, col, (int)P, 0.0f, want, (int)P, &e);
             for (long i = 0; i < O * P; i++) {
                 const float got = y[n * O * P + i];
