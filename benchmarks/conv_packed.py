@@ -15,6 +15,7 @@ Build: -O3 -march=native -fopenmp (the flags of generated code).
 from __future__ import annotations
 
 import hashlib
+import os
 import importlib.util
 import re
 import sys
@@ -71,7 +72,7 @@ def _build(isa: str = "native"):
     geom = re.search(r"typedef struct mxcc_conv_geom \{.*?\} mxcc_conv_geom;", conv_h, re.S).group(0)
     sources = [RUNTIME / "conv" / "conv2d_f32.c", RUNTIME / "conv" / "conv_packed_f32.c",
                *sorted((RUNTIME / "gemm").glob("*.c"))]
-    digest = hashlib.sha256(isa.encode())
+    digest = hashlib.sha256((isa + os.environ.get("CP_FLAGS", "")).encode())
     for p in [*sources, *sorted(RUNTIME.glob("*/*.h")), *sorted(RUNTIME.glob("*.h"))]:
         digest.update(p.read_bytes())
     name = f"_mxcc_conv_packed_bench_{isa.replace('-', '_')}_{digest.hexdigest()[:12]}"
@@ -79,7 +80,7 @@ def _build(isa: str = "native"):
     ffi.cdef("\n".join(types) + "\n" + geom + _CDEF_EXTRA)
     ffi.set_source(name, '#include "conv/mxcc_conv.h"\n', sources=[str(s) for s in sources],
                    include_dirs=[str(RUNTIME)], libraries=["m"], extra_link_args=["-fopenmp"],
-                   extra_compile_args=["-O3", f"-march={isa}", "-fopenmp", "-std=gnu11"])
+                   extra_compile_args=["-O3", f"-march={isa}", "-fopenmp", "-std=gnu11", *os.environ.get("CP_FLAGS", "").split()])
     so = ffi.compile(tmpdir=str(Path(tempfile.gettempdir()) / "mxcc_conv_packed_bench"))
     spec = importlib.util.spec_from_file_location(name, so)
     mod = importlib.util.module_from_spec(spec)

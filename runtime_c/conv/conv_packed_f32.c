@@ -39,6 +39,11 @@
  * with room left for the weight panel and the output. A block holds at least one micro-panel. */
 #define CONV_PACKED_BLOCK_BYTES (512 * 1024)
 
+/* K slice of one micro-kernel call (0: the whole K in one call, accumulators in registers throughout). */
+#ifndef CONV_PACKED_KC
+#define CONV_PACKED_KC 0
+#endif
+
 static inline long round16(long n) { return (n + 15) / 16 * 16; }   /* floats -> a multiple of 64 bytes */
 
 static inline long kdim(const mxcc_conv_geom *g)
@@ -57,7 +62,7 @@ static long block_panels(long K, long panels)
 /* Per-thread scratch: one block of packed A, then the (MR, NR) C tile. */
 static long thread_floats(long K, long panels)
 {
-    return round16(block_panels(K, panels) * MR * K) + round16(MR * NR);
+    return round16(block_panels(K, panels) * MR * K) + round16(block_panels(K, panels) * MR * NR);
 }
 
 long mxcc_conv_packed_scratch_floats(const mxcc_conv_geom *g, int batch, int O, int max_threads)
@@ -100,7 +105,8 @@ static inline void put_piece(float *restrict d, int len, int lo, int hi, const f
     if (nv == 0) {
         v = _mm512_setzero_ps();
     } else if (stride == 1) {
-        v = _mm512_maskz_expandloadu_ps(valid, xs);
+        /* a plain masked load unless the piece starts in the left padding (expand: a shuffle-port uop) */
+        v = lo == 0 ? _mm512_maskz_loadu_ps(valid, xs) : _mm512_maskz_expandloadu_ps(valid, xs);
     } else if (stride == 2) {
         /* the even elements of xs[0 : 2nv - 1] (two masked loads) moved to lanes 0..nv-1, then to lo.. */
         const int span = 2 * nv - 1;
@@ -137,7 +143,9 @@ static inline void zero_run(float *d, int len)
  * first pixel sits at row r0 of panel `panel` of the block. */
 typedef struct piece { int n, od, oh, ow0, ow1, panel, r0; } piece;
 
-#define KW_CACHED 16   /* kernel widths whose valid ranges gather_block computes once */
+#define KW_CACHED 16     /* kernel widths whose valid ranges gather_block computes once */
+#define TAPS_CACHED 128  /* kernels (KD*KH*KW) whose per-piece tap table lives on the stack (11x11, 5x5x5) */
+typedef struct tapview { int lo, hi; long off; } tapview;
 
 /* Ap (ceil(mc/MR) panels of (K, MR)) = im2col(x)^T rows m0 .. m0+mc-1, rows past mc zero. */
 __attribute__((noinline)) static void gather_block(const mxcc_conv_geom *g, const float *x, long m0, long mc, float *restrict ap)
@@ -157,6 +165,7 @@ __attribute__((noinline)) static void gather_block(const mxcc_conv_geom *g, cons
     }
     /* the output columns whose tap kw reads inside the row (the same for every row and piece) */
     int lo_w[KW_CACHED], hi_w[KW_CACHED];
+    tapview tv[TAPS_CACHED];
     for (int kw = 0; kw < KW && kw < KW_CACHED; kw++)
         valid_range(OW, W, sw, kw * g->dilate[2] - g->pad[2], &lo_w[kw], &hi_w[kw]);
     for (long at = 0; at < mc;) {
@@ -171,6 +180,7 @@ __attribute__((noinline)) static void gather_block(const mxcc_conv_geom *g, cons
         pc.ow1 = pc.ow0 + (int)len;
         const float *xn = x + (long)pc.n * C * plane;   /* (C, D, H, W) image n */
         float *dp = ap + pc.panel * panel_floats + pc.r0;   /* (K, MR) at row r0: dp[k * MR + i] */
+        /* per tap: the valid pixels [lo, hi) of the piece and the input offset (channel 0) of pixel lo */
         long tap = 0;
         for (int kd = 0; kd < KD; kd++) {
             const int id = pc.od * g->stride[0] - g->pad[0] + kd * g->dilate[0];
@@ -190,10 +200,25 @@ __attribute__((noinline)) static void gather_block(const mxcc_conv_geom *g, cons
                     }
                     const int a = clampi(lo, pc.ow0, pc.ow1), b = clampi(hi, a, pc.ow1);
                     /* pieces [ow0, a) and [b, ow1) read the padding; [a, b) reads input row (id, ih) */
-                    const float *xs = b > a ? xn + ((long)id * H + ih) * W + (long)a * sw + off_w : xn;  /* ch. 0 */
-                    for (int c = 0; c < C; c++)   /* row k = (c, kd, kh, kw) */
-                        put_piece(dp + (c * taps + tap) * MR, (int)len, a - pc.ow0, b - pc.ow0, xs + c * plane, sw);
+                    const long off = b > a ? ((long)id * H + ih) * W + (long)a * sw + off_w : 0;
+                    if (taps <= TAPS_CACHED) {
+                        tv[tap] = (tapview){a - pc.ow0, b - pc.ow0, off};
+                    } else {
+                        for (int c = 0; c < C; c++)   /* row k = (c, kd, kh, kw) */
+                            put_piece(dp + (c * taps + tap) * MR, (int)len, a - pc.ow0, b - pc.ow0,
+                                      xn + c * plane + off, sw);
+                    }
                 }
+            }
+        }
+        /* rows k = (c, tap) in order: the panel is written front to back (full cache lines), the taps of
+         * a channel read neighbouring input rows */
+        if (taps <= TAPS_CACHED) {
+            float *d = dp;
+            for (int c = 0; c < C; c++) {
+                const float *xc = xn + c * plane;
+                for (long t = 0; t < taps; t++, d += MR)
+                    put_piece(d, (int)len, tv[t].lo, tv[t].hi, xc + tv[t].off, sw);
             }
         }
         at += len;
@@ -359,7 +384,11 @@ static void run_range(const mxcc_conv_geom *g, int O, const float *x, const floa
     const long K = kdim(g), P = (long)g->out[0] * g->out[1] * g->out[2];
     const long panels = (M + MR - 1) / MR, bp = block_panels(K, panels);
     float *ap = s;                                   /* (bp, K, MR) packed A block */
-    float *tile = s + round16(bp * MR * K);          /* (MR, NR) */
+    float *cb = s + round16(bp * MR * K);            /* (bp, MR, NR) the block's C tiles for one q */
+    /* K in slices of kc (evened out): the weight panel's slice (kc x NR) stays in L1 while every pixel
+     * panel of the block meets it; the slicing depends on K only, so the sums' order does too */
+    const long nk = CONV_PACKED_KC > 0 ? (K + CONV_PACKED_KC - 1) / CONV_PACKED_KC : 1;
+    const long kc = (K + nk - 1) / nk;
     for (long b0 = p0; b0 < p1; b0 += bp) {
         const long b1 = b0 + bp < p1 ? b0 + bp : p1;
         const long m0 = b0 * MR, mc = (b1 * MR < M ? b1 * MR : M) - m0;
@@ -367,11 +396,17 @@ static void run_range(const mxcc_conv_geom *g, int O, const float *x, const floa
         for (int q = q0; q < q1; q++) {
             const float *bq = wp + (long)q * NR * K;   /* (K, NR) weight panel q */
             const int nn = O - q * NR < NR ? O - q * NR : NR;
+            for (long k0 = 0; k0 < K; k0 += kc) {
+                const int kk = (int)(K - k0 < kc ? K - k0 : kc);
+                for (long p = b0; p < b1; p++) {
+                    const int m = (int)(M - p * MR < MR ? M - p * MR : MR);
+                    MXCC_UKERNEL_F32(kk, ap + (p - b0) * MR * K + k0 * MR, bq + k0 * NR, cb + (p - b0) * MR * NR,
+                                     NR, m, nn, k0 > 0);
+                }
+            }
             for (long p = b0; p < b1; p++) {
-                const long pm0 = p * MR;
-                const int m = (int)(M - pm0 < MR ? M - pm0 : MR);
-                MXCC_UKERNEL_F32((int)K, ap + (p - b0) * MR * K, bq, tile, NR, m, nn, 0);
-                store_tile(ep, tile, m, nn, pm0, q * NR, P, O, y);
+                const int m = (int)(M - p * MR < MR ? M - p * MR : MR);
+                store_tile(ep, cb + (p - b0) * MR * NR, m, nn, p * MR, q * NR, P, O, y);
             }
         }
     }
