@@ -107,6 +107,20 @@ static inline mxcc_epilogue mxcc_epilogue_cols(const mxcc_epilogue *ep, long j0)
     return e;
 }
 
+/* y (batch, O, OD*OH*OW) = conv(x (batch, C, D, H, W)) for one group, any kernel/stride/pad/dilation,
+ * computed as one GEMM with output pixels as rows (runtime_c/conv/conv_packed_f32.c):
+ *   out^T (batch*P, O) = im2col(x)^T (batch*P, K) . W^T (K, O),   K = C*KD*KH*KW, P = OD*OH*OW
+ * wp: the weight (O, K) packed once by mxcc_gemm_pack_b_f32(MXCC_TRANS, K, O, w, K, wp).
+ * ep: per-channel epilogue (scale/shift/bias indexed by output channel, whatever ep->per_row says; residual
+ * laid out like y, all images: element (n, o, p) at ep->residual[(n * O + o) * ep->ld_residual + p]), or NULL.
+ * scratch: mxcc_conv_packed_scratch_floats(g, batch, O, max_threads) floats, 64-byte aligned, owned by the
+ * caller; a parallel call must run with omp_get_max_threads() <= that max_threads (0 there: the value of
+ * omp_get_max_threads() at sizing time). parallel: 0 = this thread only; 1 = one OpenMP parallel region
+ * for the whole layer. The result does not depend on the thread count (bit for bit). */
+long mxcc_conv_packed_scratch_floats(const mxcc_conv_geom *g, int batch, int O, int max_threads);
+void mxcc_conv_packed_f32(const mxcc_conv_geom *g, int batch, int O, const float *x, const float *wp,
+                          const mxcc_epilogue *ep, float *y, float *scratch, int parallel);
+
 #ifdef __cplusplus
 }
 #endif

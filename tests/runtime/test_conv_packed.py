@@ -1,0 +1,252 @@
+"""runtime_c/conv/conv_packed_f32.c: the convolution as one GEMM with pixels as rows and prepacked weights,
+against a float64 numpy convolution (im2col in numpy, then a matrix product and the epilogue), on an edge
+matrix (1-D/2-D/3-D, kernels 1..7, stride 1..3, pad 0..3, dilation, 1-pixel images, pixel counts and
+channel counts that do not fill the register tile, batch 1 and 3), every epilogue part, 1 vs 2 threads
+(identical bits), the native / haswell / x86-64 builds (each ISA's micro-kernel and panel geometry), the
+scratch size (a NaN guard after it must survive) and an ASan/UBSan build of a C driver
+(tests/runtime/conv_packed_sanity.c) against a naive im2col + the reference GEMM.
+
+Tolerance as in tests/runtime/test_gemm.py: GEMM_RTOL * sqrt(K) * (|cols^T| . |W^T|) per output, plus the
+same bound scaled through the epilogue (|scale|, then the residual's own magnitude rounding).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks._build_gemm import predefined_macros
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNTIME = ROOT / "runtime_c"
+CC = os.environ.get("CC", "gcc")
+GEMM_RTOL = 1e-6
+ISA_MACROS = {"__AVX__", "__AVX2__", "__FMA__", "__F16C__", "__BMI2__", "__AVX512F__", "__AVX512VL__"}
+# the packed convolution needs the GEMM's packing, micro-kernels and epilogue (not conv2d_f32.c)
+SOURCES = [RUNTIME / "conv" / "conv_packed_f32.c", *sorted((RUNTIME / "gemm").glob("*.c"))]
+MARCHES = ["native", "haswell", "x86-64"]
+
+
+def _cdef() -> str:
+    gemm = (RUNTIME / "gemm" / "mxcc_gemm.h").read_text()
+    types = re.findall(r"typedef (?:enum|struct) \w+ \{.*?\} \w+;", gemm, re.S)
+    conv = (RUNTIME / "conv" / "mxcc_conv.h").read_text()
+    geom = re.search(r"typedef struct mxcc_conv_geom \{.*?\} mxcc_conv_geom;", conv, re.S).group(0)
+    decls = re.findall(r"\n([^\n;]*mxcc_conv_packed\w*\([^;]*;)", re.sub(r"/\*.*?\*/", "", conv, flags=re.S))
+    assert len(decls) == 2, decls
+    return "\n".join([*types, geom, *decls]) + """
+void mxcc_gemm_pack_b_f32(int trans_b, int K, int N, const float *B, int ldb, float *Bp);
+long mxcc_gemm_packed_b_floats(int K, int N);
+void omp_set_num_threads(int);
+int omp_get_max_threads(void);
+"""
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """{march: shared library path} for every runnable target, all objects compiled concurrently (the
+    three builds are most of this file's run time); loaded with cffi in ABI mode (no extension module)."""
+    if shutil.which(CC) is None:
+        pytest.skip(f"no C compiler ({CC}) on PATH")
+    out = tmp_path_factory.mktemp("conv_packed_build")
+    runnable = [m for m in MARCHES if not (predefined_macros(m) - predefined_macros("native")) & ISA_MACROS]
+    jobs, objs = [], {m: [] for m in runnable}
+    for m in runnable:
+        for src in SOURCES:
+            obj = out / f"{m}_{src.parent.name}_{src.stem}.o"
+            objs[m].append(obj)
+            jobs.append(subprocess.Popen([CC, "-O3", f"-march={m}", "-fopenmp", "-std=gnu11", "-fPIC", "-c",
+                                          f"-I{RUNTIME}", str(src), "-o", str(obj)], stderr=subprocess.PIPE, text=True))
+    for j in jobs:
+        assert j.wait() == 0, j.stderr.read()
+    libs = {}
+    for m in runnable:
+        so = out / f"libconvpacked_{m}.so"
+        subprocess.run([CC, "-shared", "-fopenmp", *map(str, objs[m]), "-lm", "-o", str(so)], check=True)
+        libs[m] = so
+    return libs
+
+
+@pytest.fixture(scope="module", params=MARCHES)
+def isa(request, builds):
+    if request.param not in builds:
+        pytest.skip(f"this CPU cannot run -march={request.param} code")
+    cffi = pytest.importorskip("cffi")
+    ffi = cffi.FFI()
+    ffi.cdef(_cdef())
+    return ffi, ffi.dlopen(str(builds[request.param]))
+
+
+def _geom(ffi, c, size, k, s, p, d):
+    pad3 = lambda t, f: (f,) * (3 - len(t)) + tuple(t)   # noqa: E731
+    out = tuple((size[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(len(size)))
+    g = ffi.new("mxcc_conv_geom *", dict(channels=c, **{"in": pad3(size, 1)}, out=pad3(out, 1), k=pad3(k, 1),
+                                         stride=pad3(s, 1), pad=pad3(p, 0), dilate=pad3(d, 1)))
+    return g, out
+
+
+def _f(ffi, a):
+    return ffi.from_buffer("float[]", a)
+
+
+def im2col_np(x, k, s, p, d, out):
+    """x (C, *size) -> (C * prod(k), prod(out)) in float64: rows (c, offsets), columns output positions."""
+    xp = np.pad(x, [(0, 0)] + [(v, v) for v in p])
+    rows = []
+    for c in range(x.shape[0]):
+        for off in np.ndindex(*k):
+            win = tuple(slice(off[i] * d[i], off[i] * d[i] + (out[i] - 1) * s[i] + 1, s[i]) for i in range(len(k)))
+            rows.append(xp[c][win].reshape(-1))
+    return np.stack(rows)
+
+
+ACTS = {"NONE": lambda v: v, "RELU": lambda v: np.maximum(v, 0), "SIGMOID": lambda v: 1 / (1 + np.exp(-v)),
+        "TANH": np.tanh, "SOFTRELU": lambda v: np.where(v > 20, v, np.log1p(np.exp(np.minimum(v, 20)))),
+        "SOFTSIGN": lambda v: v / (1 + np.abs(v)), "LEAKY": lambda v: np.where(v > 0, v, 0.1 * v),
+        "CLIP": lambda v: np.clip(v, -0.5, 0.5)}
+
+
+class Conv:
+    """One random problem: inputs, packed weight, epilogue, and the float64 reference with its bound."""
+
+    def __init__(self, ffi, lib, batch, c, size, k, s, p, d, O, ep=(), act="NONE", seed=0):
+        rng = np.random.default_rng(seed)
+        self.ffi, self.lib = ffi, lib
+        self.g, out = _geom(ffi, c, size, k, s, p, d)
+        self.batch, self.O, self.P, self.K = batch, O, int(np.prod(out)), c * int(np.prod(k))
+        self.x = rng.standard_normal((batch, c, *size)).astype(np.float32)
+        self.w = rng.standard_normal((O, self.K)).astype(np.float32)
+        self.wp = np.full(lib.mxcc_gemm_packed_b_floats(self.K, O), np.nan, np.float32)
+        lib.mxcc_gemm_pack_b_f32(1, self.K, O, _f(ffi, self.w), self.K, _f(ffi, self.wp))
+        cols = np.stack([im2col_np(xi.astype(np.float64), k, s, p, d, out) for xi in self.x])  # (N, K, P)
+        acc = np.einsum("ok,nkp->nop", self.w.astype(np.float64), cols)
+        bound = GEMM_RTOL * np.sqrt(self.K) * np.einsum("ok,nkp->nop", np.abs(self.w), np.abs(cols)) + 1e-30
+        self.keep, fields = [], {}
+        val = acc
+        vec = lambda: rng.uniform(0.5, 1.5, O).astype(np.float32)   # noqa: E731
+        if "scale" in ep:
+            sc = vec(); fields["scale"] = self._keep(sc)
+            val = val * sc[None, :, None]; bound = bound * sc[None, :, None]
+        if "shift" in ep:
+            sh = vec(); fields["shift"] = self._keep(sh); val = val + sh[None, :, None]
+        if "bias" in ep:
+            b = vec(); fields["bias"] = self._keep(b); val = val + b[None, :, None]
+        if "residual" in ep:
+            r = rng.standard_normal((batch, O, self.P)).astype(np.float32)
+            fields["residual"] = self._keep(r); fields["ld_residual"] = self.P; val = val + r
+        bound = bound + 4e-7 * np.abs(val)   # the epilogue's own float roundings (a few ulp)
+        self.ep = ffi.NULL
+        if ep or act != "NONE":
+            fields.update(act=getattr(lib, "MXCC_ACT_" + act), alpha=0.1, lo=-0.5, hi=0.5, per_row=1)
+            self.ep = ffi.new("mxcc_epilogue *", fields)
+        # every activation is 1-Lipschitz: the pre-activation bound carries through
+        self.want, self.bound = ACTS[act](val), bound
+
+    def _keep(self, a):
+        self.keep.append(a)
+        return _f(self.ffi, a)
+
+    def run(self, parallel=1, threads=None):
+        ffi, lib = self.ffi, self.lib
+        before = lib.omp_get_max_threads()
+        if threads:
+            lib.omp_set_num_threads(threads)
+        try:
+            n = lib.mxcc_conv_packed_scratch_floats(self.g, self.batch, self.O, 0)
+            scratch = np.full(n + 64, np.nan, np.float32)      # a NaN guard after the scratch
+            y = np.full((self.batch, self.O, self.P), np.nan, np.float32)   # every element must be written
+            lib.mxcc_conv_packed_f32(self.g, self.batch, self.O, _f(ffi, self.x), _f(ffi, self.wp), self.ep,
+                                     _f(ffi, y), _f(ffi, scratch), parallel)
+        finally:
+            lib.omp_set_num_threads(before)
+        assert np.isnan(scratch[n:]).all(), "written past mxcc_conv_packed_scratch_floats"
+        return y
+
+    def check(self, y):
+        err = np.abs(y.astype(np.float64) - self.want)
+        assert np.isfinite(y).all() and (err <= self.bound).all(), \
+            f"max err {err.max():.3g} at {np.unravel_index(np.argmax(err - self.bound), err.shape)}"
+
+
+# (batch, channels, size, kernel, stride, pad, dilate, O)
+GEOMETRIES = [
+    (1, 3, (9, 11), (3, 3), (1, 1), (1, 1), (1, 1), 20),
+    (3, 4, (7, 7), (3, 3), (1, 1), (1, 1), (1, 1), 64),       # P = 49: panels span images
+    (1, 3, (17, 15), (7, 7), (2, 2), (3, 3), (1, 1), 50),     # the ResNet stem's shape in small
+    (2, 5, (12, 12), (5, 5), (1, 1), (0, 0), (1, 1), 33),     # LeNet conv2 in small
+    (1, 6, (8, 9), (1, 1), (2, 2), (0, 0), (1, 1), 40),       # 1x1 stride 2 downsample
+    (1, 2, (10, 10), (3, 3), (3, 3), (1, 1), (1, 1), 1),      # stride > 1, one output channel
+    (1, 2, (9, 8), (3, 3), (1, 2), (2, 2), (2, 2), 17),       # dilation 2
+    (2, 2, (4, 5), (3, 3), (1, 2), (3, 3), (1, 1), 5),        # pad 3 > kernel reach: rows of padding
+    (3, 2, (1, 1), (1, 1), (1, 1), (0, 0), (1, 1), 7),        # 1-pixel images
+    (1, 3, (1, 1), (3, 3), (1, 1), (1, 1), (1, 1), 9),        # 1-pixel image, 3x3 pad 1
+    (2, 3, (23,), (5,), (2,), (2,), (1,), 16),                # 1-D
+    (1, 2, (4, 5, 6), (3, 3, 3), (1, 2, 1), (1, 1, 0), (1, 1, 2), 12),   # 3-D
+    (1, 64, (7, 7), (3, 3), (1, 1), (1, 1), (1, 1), 96),      # K = 576: several NR panels
+    (1, 2, (40,), (17,), (2,), (8,), (1,), 5),                # kernel wider than gather's cached ranges
+    (1, 2, (15, 16), (12, 12), (1, 1), (2, 2), (1, 1), 3),    # 144 taps: past the per-piece tap table
+]
+
+
+def _id(g):
+    return f"n{g[0]}c{g[1]}_{'x'.join(map(str, g[2]))}_k{'x'.join(map(str, g[3]))}s{g[4][0]}p{g[5][0]}d{g[6][-1]}_o{g[7]}"
+
+
+@pytest.mark.parametrize("geo", GEOMETRIES, ids=_id)
+def test_packed_conv_matches_numpy(isa, geo):
+    ffi, lib = isa
+    prob = Conv(ffi, lib, *geo)
+    prob.check(prob.run(parallel=0))
+
+
+EPILOGUES = [(("scale", "shift"), "RELU"), (("bias",), "SIGMOID"), (("residual",), "NONE"),
+             (("scale", "shift", "residual"), "RELU"), (("bias", "residual"), "TANH"), ((), "SOFTRELU"),
+             (("shift",), "SOFTSIGN"), (("scale", "bias"), "LEAKY"), (("residual",), "CLIP"),
+             (("scale", "shift", "bias", "residual"), "CLIP")]
+
+
+@pytest.mark.parametrize("ep,act", EPILOGUES, ids=lambda v: "+".join(v) if isinstance(v, tuple) else v)
+def test_packed_conv_epilogue(isa, ep, act):
+    ffi, lib = isa
+    # batch 2 with P = 25 (not a multiple of MR): the residual's rows span images inside a tile
+    prob = Conv(ffi, lib, 2, 3, (5, 5), (3, 3), (1, 1), (1, 1), (1, 1), 37, ep=ep, act=act, seed=5)
+    prob.check(prob.run(parallel=1, threads=2))
+
+
+@pytest.mark.parametrize("geo", [
+    (1, 8, (14, 14), (3, 3), (1, 1), (1, 1), (1, 1), 64),    # many pixel panels: split by pixels
+    (1, 16, (7, 7), (3, 3), (1, 1), (1, 1), (1, 1), 128),    # 4 panels: split by weight panels
+    (3, 4, (9, 9), (3, 3), (2, 2), (1, 1), (1, 1), 50),
+], ids=_id)
+def test_packed_conv_threads_give_identical_bits(isa, geo):
+    ffi, lib = isa
+    prob = Conv(ffi, lib, *geo, ep=("scale", "shift", "residual"), act="RELU", seed=2)
+    one, two, serial = prob.run(1, threads=1), prob.run(1, threads=2), prob.run(0, threads=2)
+    prob.check(two)
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(one, serial)
+
+
+# native: the AVX-512 gather/store (ASan does not see inside masked loads/stores, but sees the tile, scratch
+# and residual indexing around them); x86-64: the plain C loops, every access checked
+@pytest.mark.parametrize("march", ["native", "x86-64"])
+def test_packed_conv_under_address_and_undefined_sanitizers(tmp_path, march):
+    if shutil.which(CC) is None:
+        pytest.skip(f"no C compiler ({CC}) on PATH")
+    exe = tmp_path / "conv_packed_sanity"
+    cmd = [CC, "-O1", "-g", f"-march={march}", "-fopenmp", "-std=gnu11", "-fsanitize=address,undefined",
+           "-fno-sanitize-recover=all", f"-I{RUNTIME}", str(Path(__file__).with_name("conv_packed_sanity.c")),
+           *map(str, SOURCES), "-lm", "-o", str(exe)]
+    build = subprocess.run(cmd, capture_output=True, text=True)
+    if build.returncode != 0 and "sanitize" in build.stderr:
+        pytest.skip(f"sanitizer runtime not installed: {build.stderr.strip()[-300:]}")
+    assert build.returncode == 0, build.stderr
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1", OMP_NUM_THREADS="2")
+    r = subprocess.run([str(exe), "40", "7"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0 and "runtime error" not in r.stderr, r.stdout + r.stderr
+    assert "40 problems ok" in r.stdout
