@@ -6,6 +6,9 @@ An ANCHOR: the GEMM epilogue adds the bias per output channel (a row of the GEMM
 (elemwise_add) and activation. The lowering picks one path per layer (all decided here, printed by kernels/conv2d.c.j2):
 
   depthwise  groups == C_in == C_out (1-D/2-D): the direct kernel of runtime_c/conv/, epilogue inline
+  packed     one group and a weight fixed at bind time (inference): the weight is packed once by <net>_prepare
+             and the whole batch is one GEMM with output pixels as rows, gathered straight into the GEMM's
+             packed panels (runtime_c/conv/conv_packed_f32.c); its scratch is per thread, in the context
   gemm       1x1 kernel, stride 1, pad 0: out[n] (O, HW) = weight (O, C) . data[n] (C, HW), per group
   im2col     otherwise, block by block of output pixels: im2col of a block of data[n]'s columns into the
              workspace (C*K, NB), then one GEMM per group writing that block's NB output columns in place
@@ -18,6 +21,7 @@ from math import prod
 from typing import Literal, Optional
 
 from mxcc.ops import register
+from mxcc.ops._pack import gemm_pack_b
 from mxcc.ops._spatial import LAYOUTS, check_layout, conv_out, dilated, geom, per_image_epilogue, spatial
 from mxcc.ops.base import Fusion, OpDef
 
@@ -124,11 +128,14 @@ def _flops(a: ConvAttrs, ins, outs):
     return 2 * prod(y) * k_per_out + (0 if a.no_bias else prod(y))
 
 
-def path(a: ConvAttrs, x: tuple) -> str:
-    """Which kernel computes this layer: 'depthwise', 'gemm' (1x1) or 'im2col'."""
+def path(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> str:
+    """Which kernel computes this layer: 'depthwise', 'packed', 'gemm' (1x1) or 'im2col'. `const`: the inputs
+    fixed at bind time (an inference forward's params): a constant weight can be packed once."""
     k, s, p, _ = a.geometry()
     if a.num_group == x[1] == a.num_filter and a.nsp <= 2:
         return "depthwise"
+    if a.num_group == 1 and "weight" in const:
+        return "packed"
     if all(v == 1 for v in k) and all(v == 1 for v in s) and not any(p):
         return "gemm"
     return "im2col"
@@ -136,7 +143,7 @@ def path(a: ConvAttrs, x: tuple) -> str:
 
 def _workspace(a: ConvAttrs, ins, outs, const=frozenset()) -> int:
     x, y = ins[0].shape, outs[0].shape
-    if path(a, x) != "im2col":
+    if path(a, x, const) != "im2col":
         return 0
     rows = x[1] * prod(a.kernel)
     return rows * col_block(rows, prod(y[2:])) * 4      # one block of columns (C*K, NB)
@@ -149,7 +156,9 @@ def _lower(a: ConvAttrs, k):
     g, c, o = a.num_group, x[1], a.num_filter
     cg, og = c // g, o // g
     hw, ohw, kk = prod(x[2:]), prod(y[2:]), prod(kern)
-    kind = path(a, x)
+    kind = path(a, x, k.const)
+    if kind == "packed":
+        return _lower_packed(a, k, x, y)
     work = x[0] * c * ohw * (kk if kind == "im2col" else 1)
     nb = col_block(c * kk, ohw) if kind == "im2col" else ohw
     shape = "x".join(map(str, kern))
@@ -166,8 +175,25 @@ def _lower(a: ConvAttrs, k):
         geom=geom(c, x[2:], y[2:], kern, st, p, d) if kind != "gemm" else [],
         **per_image_epilogue(k, None if a.no_bias else "bias", o * ohw, ohw),
         parallel=int((c * kk * nb if kind == "im2col" else work) >= PARALLEL_MIN_ELEMENTS),
-        what=f"{desc}; stride {st} pad {p} dilate {d} groups {g}",
+        what=f"{desc}; stride {st} pad {p} dilate {d} groups {g}", o=o, thread_scratch=None, weight="weight",
     )
+
+
+def _lower_packed(a: ConvAttrs, k, x, y):
+    kern, st, p, d = a.geometry()
+    c, o = x[1], a.num_filter
+    kk, ohw = c * prod(kern), prod(y[2:])
+    weight = k.packed_input("weight", gemm_pack_b(kk, o, trans=True))
+    gm = geom(c, x[2:], y[2:], kern, st, p, d)
+    literal = "(const mxcc_conv_geom){ " + ", ".join(f".{f} = {v}" for f, v in gm) + " }"
+    return "kernels/conv2d.c.j2", dict(
+        path="packed", batch=x[0], groups=1, m=o, n=ohw, nb=ohw, k=kk, x_img=c * prod(x[2:]), y_img=o * ohw,
+        w_grp=o * kk, b_grp=0, y_grp=0, geom=gm, o=o, weight=weight,
+        epilogue=k.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=True, ld_residual=ohw),
+        ep_per_image=False, parallel=int(x[0] * ohw * kk >= PARALLEL_MIN_ELEMENTS),
+        thread_scratch=f"mxcc_conv_packed_scratch_floats(&{literal}, {x[0]}, {o}, threads)",
+        what=f"out^T ({x[0]}*{ohw}, {o}) = im2col(data)^T ({x[0]}*{ohw}, {kk}) . weight^T ({kk}, {o}), one GEMM "
+             f"with pixels as rows, the weight packed at bind time; stride {st} pad {p} dilate {d}")
 
 
 def _grad(a: ConvAttrs, g):

@@ -105,16 +105,21 @@ def _params(rng, batch):
 
 
 @needs_gcc
-@pytest.mark.parametrize("batch, fuse", [(1, False), (3, True)])
-def test_convolutions_match_numpy(batch, fuse, rng, tmp_path):
+@pytest.mark.parametrize("batch, fuse, weights_in", [(1, False, False), (3, True, False), (3, True, True)])
+def test_convolutions_match_numpy(batch, fuse, weights_in, rng, tmp_path):
+    """Params: one-group convolutions take the packed path (weights packed at bind time). Weights given as
+    inputs (not fixed at bind time): the paths of CASES, which training uses too."""
     xs, params, refs = _params(rng, batch)
-    m = mxcc.compile(_network(), {k: v.shape for k, v in xs.items()}, params, fuse=fuse, out_dir=tmp_path)
-    outs = m.forward(**xs)
+    weights = {k: v for k, v in params.items() if k.endswith("_weight")} if weights_in else {}
+    params = {k: v for k, v in params.items() if k not in weights}
+    m = mxcc.compile(_network(), {k: v.shape for k, v in {**xs, **weights}.items()}, params, fuse=fuse,
+                     out_dir=tmp_path)
+    outs = m.forward(**xs, **weights)
     for (name, (ref, k)), out in zip(refs.items(), outs):
         assert out.shape == ref.shape, name
         assert rel_err(out, ref) <= 1e-6 * np.sqrt(k) + 1e-7, name
     if fuse:
-        _check_paths((tmp_path / "net.c").read_text())
+        _check_paths((tmp_path / "net.c").read_text(), packed=not weights_in)
 
 
 @needs_gcc
@@ -174,18 +179,25 @@ def test_im2col_in_many_blocks_forward_and_backward(rng, tmp_path, monkeypatch):
         assert abs(float((gw * vw).sum()) - want) <= 1e-5 * np.linalg.norm(gw) * np.linalg.norm(vw), n
 
 
-def _check_paths(c_text: str):
+def _check_paths(c_text: str, packed: bool):
     """Each layer's C function calls the kernels of the path its shape calls for (and the residual add and
-    the activation run in the epilogue: no separate kernels for them when fused)."""
+    the activation run in the epilogue: no separate kernels for them when fused). `packed`: the weights are
+    params, so every one-group convolution reads them packed at bind time."""
     bodies = dict(re.findall(r"static MXCC_NOINLINE void net_(\w+)\(mxcc_ctx \*ctx\)\n\{(.*?)\n\}\n", c_text, re.S))
-    for name, (_, _, act, path) in CASES.items():
+    for name, (_, at, act, path) in CASES.items():
         body = bodies[name]
+        if packed and path != "depthwise" and at.get("num_group", 1) == 1:
+            path = "packed"
         assert ("mxcc_conv_depthwise_f32(" in body) == (path == "depthwise"), name
         assert ("mxcc_im2col_block_f32(" in body) == (path == "im2col"), name
-        assert ("mxcc_gemm_f32(" in body) == (path != "depthwise"), name
+        assert ("mxcc_gemm_f32(" in body) == (path in ("im2col", "gemm")), name
+        assert ("mxcc_conv_packed_f32(" in body) == (path == "packed"), name
+        assert (f"net_{name}_pack_weight(ctx)" in c_text) == (path == "packed"), name
         if act:
             assert f"MXCC_ACT_{act.upper()}" in body and f"{name}_act" not in bodies, name
-        assert (".residual = residual + (long)n * " in body) == (name in RESIDUAL), name
+        per_image = ".residual = residual + (long)n * " in body
+        assert per_image == (name in RESIDUAL and path != "packed"), name
+        assert (".residual = residual" in body) == (name in RESIDUAL), name
 
 
 # ---- shape rules ------------------------------------------------------------------------------------------
