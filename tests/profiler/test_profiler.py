@@ -283,7 +283,8 @@ def test_memory_counters_follow_the_plan(prof, lenet, mlp):
         assert [sum(e["args"].values()) for e in tensors] == arena[:k + 1]
         live = [[name for name, v in e["args"].items() if v] for e in tensors[:k]]
         assert live == [sorted(e["args"]["arena_live"], key=list(tensors[0]["args"]).index) for e in kernels[:k]]
-    assert "conv1_workspace" in t["counters"][(pids["lenet"], "arena tensors")][0]["args"]
+    # (a kernel's arena workspace is one of those buffers: none here, LeNet's convolutions keep their scratch
+    # per thread in the context, packed path)
 
 
 def test_training_phases_are_separate_threads(prof):
