@@ -1,0 +1,605 @@
+/* Winograd F(4x4, 3x3) convolution (contract and matrices: mxcc_winograd.h).
+ *
+ * Orientation: tiles are the GEMM's rows (MR), output channels its columns (NR), input channels its k.
+ * The weight transform writes U_xi (C x O) as packed B panels once; the input transform writes V_xi
+ * (tiles x C) straight into packed A panels, so the 36 GEMMs are bare micro-kernel calls
+ * (MXCC_UKERNEL_F32, the build's kernel) with no packing step.
+ *
+ * Blocking (per thread, in its scratch):
+ *   V  [36][tb / MR][C][MR]   a block of tb tiles (consecutive in (n, ty, tx) order), all 36 positions,
+ *                             all channels: the A panels of the 36 GEMMs
+ *   M  [36][tb][ob]           their products for a block of ob output channels (row stride ob)
+ *   strip [6][ws]             one tile row of one channel after the vertical half of B^T d B
+ *   zero  [W]                 a zero image row: rows in the padding read it
+ * tb and ob are chosen so that V and M stay in L2 (plan_of). For each block of tiles: input transform,
+ * then per block of output channels: 36 GEMMs, output transform into y, epilogue on the rows just written.
+ * Threads take contiguous runs of (tile block, output-channel part) units; the output channels are split
+ * only when tile blocks are fewer than 2 per thread (e.g. 512 x 7 x 7, batch 1: 4 tiles).
+ *
+ * Transforms are vectorized across tiles (input: the 16 or 8 tiles of a tile row, after one vertical pass
+ * over the strip in plain C that the compiler vectorizes) and across output channels (output: 16 or 8
+ * channels, transposed in registers to rows of 4 pixels). AVX-512F, AVX2 + FMA and plain-C paths,
+ * chosen at compile time.
+ */
+#include <string.h>
+
+#include <omp.h>
+
+#include "mxcc_winograd.h"
+#include "gemm/gemm_internal.h"
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
+
+#define MR MXCC_GEMM_MR
+#define NR MXCC_GEMM_NR
+#define GUARD 16  /* floats before V: the masked stores of the input transform may start up to 15 before */
+
+/* L2 budget of one thread's scratch: V (the A panels) and M (the GEMM results). The 2 MiB L2 also holds
+ * the U panels streaming past and the output rows. */
+#define V_BYTES (640L * 1024)
+#define M_BYTES (512L * 1024)
+
+static long ceil_div(long a, long b) { return (a + b - 1) / b; }
+static long round_up(long a, long b) { return ceil_div(a, b) * b; }
+static long min_l(long a, long b) { return a < b ? a : b; }
+static long max_l(long a, long b) { return a > b ? a : b; }
+
+/* ---- weight transform: U = G g G^T, points 0, 1, -1, 2, -2, inf ------------------------------------- */
+
+static const double G[6][3] = {
+    {1.0 / 4, 0.0, 0.0},
+    {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+    {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+    {1.0 / 24, 1.0 / 12, 1.0 / 6},
+    {1.0 / 24, -1.0 / 12, 1.0 / 6},
+    {0.0, 0.0, 1.0},
+};
+
+long mxcc_winograd_f43_weight_floats(int O, int C)
+{
+    return 36L * mxcc_gemm_packed_b_floats(C, O);
+}
+
+void mxcc_winograd_f43_weight_f32(int O, int C, const float *w /* (O, C, 3, 3) */, float *u)
+{
+    const long upx = mxcc_gemm_packed_b_floats(C, O);  /* floats per position xi */
+    memset(u, 0, (size_t)(36 * upx) * sizeof(float));  /* the padding columns of the last panel */
+    for (int o = 0; o < O; o++) {
+        for (int c = 0; c < C; c++) {
+            const float *g = w + ((long)o * C + c) * 9;  /* (3, 3) */
+            double t[6][3];                               /* G g */
+            for (int i = 0; i < 6; i++)
+                for (int j = 0; j < 3; j++)
+                    t[i][j] = G[i][0] * g[j] + G[i][1] * g[3 + j] + G[i][2] * g[6 + j];
+            float *dst = u + (long)(o / NR) * C * NR + (long)c * NR + o % NR;  /* U_0[c, o] in its panel */
+            for (int i = 0; i < 6; i++)
+                for (int j = 0; j < 6; j++)
+                    dst[(i * 6 + j) * upx] = (float)(t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2]);
+        }
+    }
+}
+
+/* ---- the plan: tile geometry, block sizes, scratch layout -------------------------------------------- */
+
+typedef struct plan {
+    int C, H, W, ph, pw, OH, OW, TH, TW, O;
+    long tiles;     /* batch * TH * TW */
+    long tb;        /* tiles per block, a multiple of MR */
+    long ob;        /* output channels per block, a multiple of NR */
+    long ws;        /* floats per strip row */
+    long v_off, m_off, strip_off, zero_off, per_thread;  /* floats, each a multiple of 16 */
+} plan;
+
+static plan plan_of(const mxcc_conv_geom *g, int batch, int O)
+{
+    plan p;
+    p.C = g->channels;
+    p.H = g->in[1];
+    p.W = g->in[2];
+    p.ph = g->pad[1];
+    p.pw = g->pad[2];
+    p.OH = g->out[1];
+    p.OW = g->out[2];
+    p.TH = (int)ceil_div(p.OH, 4);
+    p.TW = (int)ceil_div(p.OW, 4);
+    p.O = O;
+    p.tiles = (long)batch * p.TH * p.TW;
+    /* as many MR panels as V_BYTES holds, then balanced: 200 tiles in blocks of 112 -> 2 x 112, not 112 + 88 */
+    long tb = MR * max_l(1, V_BYTES / (36L * p.C * (long)sizeof(float) * MR));
+    tb = min_l(tb, round_up(p.tiles, MR));
+    tb = round_up(ceil_div(p.tiles, ceil_div(p.tiles, tb)), MR);
+    p.tb = tb;
+    long ob = NR * max_l(1, M_BYTES / (36L * tb * (long)sizeof(float) * NR));
+    ob = min_l(ob, round_up(O, NR));
+    ob = round_up(ceil_div(O, ceil_div(O, ob)), NR);
+    p.ob = ob;
+    p.ws = 4 * round_up(p.TW, 16) + 16;  /* a 16-tile group reads 4 * 16 + 2 floats */
+    p.v_off = GUARD;
+    p.m_off = p.v_off + round_up(36L * p.C * tb, 16);
+    p.strip_off = p.m_off + round_up(36L * tb * ob, 16);
+    p.zero_off = p.strip_off + 6 * p.ws;
+    p.per_thread = p.zero_off + round_up(p.W, 16);
+    return p;
+}
+
+long mxcc_winograd_f43_scratch_floats(const mxcc_conv_geom *g, int batch, int O, int max_threads)
+{
+    return plan_of(g, batch, O).per_thread * (max_threads > 0 ? max_threads : 1);
+}
+
+/* ---- input transform ---------------------------------------------------------------------------------
+ * B^T = [4  0 -5  0  1  0]     applied to the 6 rows of a tile (vertical), then to the 6 columns of the
+ *       [0 -4 -4  1  1  0]     result (horizontal), as
+ *       [0  4 -4 -1  1  0]       t0 = 4 d0 - 5 d2 + d4          t5 = 4 d1 - 5 d3 + d5
+ *       [0 -2 -1  2  1  0]       t1,2 = (d4 - 4 d2) +- (d3 - 4 d1)
+ *       [0  2 -1 -2  1  0]       t3,4 = (d4 - d2) +- 2 (d3 - d1)
+ *       [0  4  0 -5  0  1]
+ * A tile row strip of one channel: tiles tx0 .. tx0 + ntx - 1 of row ty, columns x = 4 tx0 - pw + x'. */
+
+/* strip[i][x'] = sum_k B^T[i][k] x[4 ty - ph + k][4 tx0 - pw + x'] for x' < 4 ntx + 2, zero outside the
+ * image, and zero up to `width` (the vector groups read past the strip's last tile). */
+static void strip_vertical(const plan *p, const float *xc /* (H, W) */, const float *zero /* (W,) */,
+                           int ty, int tx0, int ntx, long width, float *restrict strip /* (6, ws) */)
+{
+    const float *row[6];
+    for (int k = 0; k < 6; k++) {
+        const int y = 4 * ty - p->ph + k;
+        row[k] = (y >= 0 && y < p->H) ? xc + (long)y * p->W : zero;
+    }
+    const long xs0 = 4L * tx0 - p->pw;  /* image column of x' = 0 */
+    const long lo = max_l(0, -xs0), hi = max_l(lo, min_l(4L * ntx + 2, p->W - xs0));  /* x' inside the image */
+    float *restrict t0 = strip, *restrict t1 = strip + p->ws, *restrict t2 = strip + 2 * p->ws;
+    float *restrict t3 = strip + 3 * p->ws, *restrict t4 = strip + 4 * p->ws, *restrict t5 = strip + 5 * p->ws;
+    const float *d0 = row[0], *d1 = row[1], *d2 = row[2], *d3 = row[3], *d4 = row[4], *d5 = row[5];
+    for (int i = 0; i < 6; i++) {
+        memset(strip + i * p->ws, 0, (size_t)lo * sizeof(float));
+        memset(strip + i * p->ws + hi, 0, (size_t)(width - hi) * sizeof(float));
+    }
+    for (long j = lo; j < hi; j++) {
+        const long xj = xs0 + j;  /* image column */
+        const float a = d4[xj] - 4.0f * d2[xj], b = d3[xj] - 4.0f * d1[xj];
+        const float c = d4[xj] - d2[xj], e = 2.0f * (d3[xj] - d1[xj]);
+        t0[j] = 4.0f * d0[xj] - 5.0f * d2[xj] + d4[xj];
+        t1[j] = a + b;
+        t2[j] = a - b;
+        t3[j] = c + e;
+        t4[j] = c - e;
+        t5[j] = 4.0f * d1[xj] - 5.0f * d3[xj] + d5[xj];
+    }
+}
+
+/* Where tile t of the block (block-local index) lives in V for channel 0, position 0: its panel's row r. */
+static long v_index(const plan *p, long t)
+{
+    return (t / MR) * p->C * MR + t % MR;
+}
+
+#if defined(__AVX512F__)
+#define VL 16
+typedef __m512 vf;
+#define vadd _mm512_add_ps
+#define vsub _mm512_sub_ps
+#define vfmadd(a, b, c) _mm512_fmadd_ps(_mm512_set1_ps(a), b, c)   /* a * b + c */
+#elif defined(__AVX2__) && defined(__FMA__)
+#define VL 8
+typedef __m256 vf;
+#define vadd _mm256_add_ps
+#define vsub _mm256_sub_ps
+#define vfmadd(a, b, c) _mm256_fmadd_ps(_mm256_set1_ps(a), b, c)
+#endif
+
+#ifdef VL
+/* out[j] = B^T[j] . P for the 6 phase vectors P (one 6-vector per lane) */
+static inline __attribute__((always_inline)) void bt6(const vf P[6], vf out[6])
+{
+    const vf a = vfmadd(-4.0f, P[2], P[4]), b = vfmadd(-4.0f, P[1], P[3]);
+    const vf c = vsub(P[4], P[2]), d = vsub(P[3], P[1]);
+    out[0] = vfmadd(4.0f, P[0], vfmadd(-5.0f, P[2], P[4]));
+    out[1] = vadd(a, b);
+    out[2] = vsub(a, b);
+    out[3] = vfmadd(2.0f, d, c);
+    out[4] = vfmadd(-2.0f, d, c);
+    out[5] = vfmadd(4.0f, P[1], vfmadd(-5.0f, P[3], P[5]));
+}
+
+/* The lanes of a group of tiles, cut where they cross a panel boundary: lane l of run r goes to
+ * vc + off[r] + l (the run's first lane at its tile's place). At most 3 runs (VL <= MR + 2). */
+typedef struct runs {
+    int n;
+    long off[3];
+    int lo[3], hi[3];  /* lanes [lo, hi) */
+} runs;
+
+static runs runs_of(const plan *p, long t, int nl)
+{
+    runs rs = {0};
+    for (int l = 0; l < nl;) {
+        const long tt = t + l;
+        const int len = (int)min_l(nl - l, MR - tt % MR);
+        rs.off[rs.n] = v_index(p, tt) - l;  /* >= -(VL - 1): GUARD covers it */
+        rs.lo[rs.n] = l;
+        rs.hi[rs.n] = l + len;
+        rs.n++;
+        l += len;
+    }
+    return rs;
+}
+#endif
+
+#if defined(__AVX512F__)
+/* The phases P[m][l] = strip row[4 l + m], m = 0..5, for the 16 tiles of a group: 4 loads deinterleaved
+ * by 2 two-source permutes per pair + 4 128-bit shuffles; phases 4 and 5 are 0 and 1 shifted by a tile. */
+static inline __attribute__((always_inline)) void phases16(const float *s, vf P[6])
+{
+    const __m512i i01 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+    const __m512i i23 = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
+    const vf a0 = _mm512_loadu_ps(s), a1 = _mm512_loadu_ps(s + 16);
+    const vf a2 = _mm512_loadu_ps(s + 32), a3 = _mm512_loadu_ps(s + 48);
+    const vf b01 = _mm512_permutex2var_ps(a0, i01, a1), b23 = _mm512_permutex2var_ps(a0, i23, a1);
+    const vf c01 = _mm512_permutex2var_ps(a2, i01, a3), c23 = _mm512_permutex2var_ps(a2, i23, a3);
+    P[0] = _mm512_shuffle_f32x4(b01, c01, 0x44);
+    P[1] = _mm512_shuffle_f32x4(b01, c01, 0xEE);
+    P[2] = _mm512_shuffle_f32x4(b23, c23, 0x44);
+    P[3] = _mm512_shuffle_f32x4(b23, c23, 0xEE);
+    P[4] = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(_mm512_set1_ps(s[64])),
+                                                   _mm512_castps_si512(P[0]), 1));
+    P[5] = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(_mm512_set1_ps(s[65])),
+                                                   _mm512_castps_si512(P[1]), 1));
+}
+
+static void strip_horizontal(const plan *p, const float *strip, int ntx, long t, float *vc, long xs)
+{
+    for (int l0 = 0; l0 < ntx; l0 += VL) {
+        const runs rs = runs_of(p, t + l0, (int)min_l(VL, ntx - l0));
+        __mmask16 mk[3];
+        for (int r = 0; r < rs.n; r++)
+            mk[r] = (__mmask16)(((1u << rs.hi[r]) - 1) & ~((1u << rs.lo[r]) - 1));
+        for (int i = 0; i < 6; i++) {
+            vf P[6], V[6];
+            phases16(strip + i * p->ws + 4 * l0, P);
+            bt6(P, V);
+            for (int j = 0; j < 6; j++) {
+                float *dst = vc + (i * 6 + j) * xs;
+                for (int r = 0; r < rs.n; r++)
+                    _mm512_mask_storeu_ps(dst + rs.off[r], mk[r], V[j]);
+            }
+        }
+    }
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+/* The phases for 8 tiles: tiles (l, l + 4) paired in each vector, so that the 4x4 transposes within the
+ * 128-bit lanes leave tiles 0..3 in lane 0 and 4..7 in lane 1; phases 4 and 5 by a lane rotation. */
+static inline __attribute__((always_inline)) void phases8(const float *s, vf P[6])
+{
+#define LOAD2(lo, hi) _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(s + (lo))), _mm_loadu_ps(s + (hi)), 1)
+    const vf a0 = LOAD2(0, 16), a1 = LOAD2(4, 20), a2 = LOAD2(8, 24), a3 = LOAD2(12, 28);
+#undef LOAD2
+    const vf t0 = _mm256_unpacklo_ps(a0, a1), t1 = _mm256_unpacklo_ps(a2, a3);
+    const vf t2 = _mm256_unpackhi_ps(a0, a1), t3 = _mm256_unpackhi_ps(a2, a3);
+    P[0] = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(t0), _mm256_castps_pd(t1)));
+    P[1] = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(t0), _mm256_castps_pd(t1)));
+    P[2] = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(t2), _mm256_castps_pd(t3)));
+    P[3] = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(t2), _mm256_castps_pd(t3)));
+    const __m256i rot = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 7);
+    P[4] = _mm256_blend_ps(_mm256_permutevar8x32_ps(P[0], rot), _mm256_broadcast_ss(s + 32), 0x80);
+    P[5] = _mm256_blend_ps(_mm256_permutevar8x32_ps(P[1], rot), _mm256_broadcast_ss(s + 33), 0x80);
+}
+
+static void strip_horizontal(const plan *p, const float *strip, int ntx, long t, float *vc, long xs)
+{
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int l0 = 0; l0 < ntx; l0 += VL) {
+        const runs rs = runs_of(p, t + l0, (int)min_l(VL, ntx - l0));
+        __m256i mk[3];
+        for (int r = 0; r < rs.n; r++)
+            mk[r] = _mm256_and_si256(_mm256_cmpgt_epi32(iota, _mm256_set1_epi32(rs.lo[r] - 1)),
+                                     _mm256_cmpgt_epi32(_mm256_set1_epi32(rs.hi[r]), iota));
+        for (int i = 0; i < 6; i++) {
+            vf P[6], V[6];
+            phases8(strip + i * p->ws + 4 * l0, P);
+            bt6(P, V);
+            for (int j = 0; j < 6; j++) {
+                float *dst = vc + (i * 6 + j) * xs;
+                for (int r = 0; r < rs.n; r++)
+                    _mm256_maskstore_ps(dst + rs.off[r], mk[r], V[j]);
+            }
+        }
+    }
+}
+#else
+static void strip_horizontal(const plan *p, const float *strip, int ntx, long t, float *vc, long xs)
+{
+    for (int i = 0; i < 6; i++) {
+        const float *s = strip + i * p->ws;  /* (4 ntx + 2,) */
+        for (int l = 0; l < ntx; l++) {
+            const float *d = s + 4 * l;
+            const float a = d[4] - 4.0f * d[2], b = d[3] - 4.0f * d[1];
+            const float c = d[4] - d[2], e = 2.0f * (d[3] - d[1]);
+            const float v[6] = {4.0f * d[0] - 5.0f * d[2] + d[4], a + b, a - b, c + e, c - e,
+                                4.0f * d[1] - 5.0f * d[3] + d[5]};
+            float *dst = vc + v_index(p, t + l);
+            for (int j = 0; j < 6; j++)
+                dst[(i * 6 + j) * xs] = v[j];
+        }
+    }
+}
+#endif
+
+/* The tile rows of tiles [t0, t1): calls fn for each maximal run of one tile row. */
+typedef struct tile_run {
+    int n, ty, tx, ntx;
+    long t;  /* global index of (n, ty, tx) */
+} tile_run;
+
+static int next_run(const plan *p, long t1, tile_run *r)
+{
+    if (r->t >= t1)
+        return 0;
+    const long per_image = (long)p->TH * p->TW;
+    r->n = (int)(r->t / per_image);
+    r->ty = (int)(r->t % per_image / p->TW);
+    r->tx = (int)(r->t % p->TW);
+    r->ntx = (int)min_l(p->TW - r->tx, t1 - r->t);
+    return 1;
+}
+
+/* V (the block's A panels, all 36 positions and channels) for tiles [t0, t1). */
+static void input_block(const plan *p, const float *x, long t0, long t1, float *s)
+{
+    float *v = s + p->v_off;
+    float *strip = s + p->strip_off;
+    const float *zero = s + p->zero_off;
+    const long xs = p->tb * p->C;  /* floats per position xi */
+    const long nt = t1 - t0;
+    if (nt % MR) {  /* rows past the last tile of the last panel: zero, so the micro-kernel adds zeros */
+        const long rem = nt % MR;
+        for (int xi = 0; xi < 36; xi++)
+            for (int c = 0; c < p->C; c++)
+                memset(v + xi * xs + v_index(p, nt - rem) + (long)c * MR + rem, 0, (size_t)(MR - rem) * sizeof(float));
+    }
+    const long plane = (long)p->H * p->W;
+    tile_run r = {.t = t0};
+    for (; next_run(p, t1, &r); r.t += r.ntx) {
+        const long width = 4 * round_up(r.ntx, 16) + 2;
+        for (int c = 0; c < p->C; c++) {
+            strip_vertical(p, x + ((long)r.n * p->C + c) * plane, zero, r.ty, r.tx, r.ntx, width, strip);
+            strip_horizontal(p, strip, r.ntx, r.t - t0, v + (long)c * MR, xs);
+        }
+    }
+}
+
+/* ---- the 36 GEMMs: M_xi[t, o] = sum_c V_xi[t, c] U_xi[c, o] for the block's tiles and panels [q0, q1) --- */
+
+static void gemm_block(const plan *p, const float *u, long nt, int q0, int q1, float *s)
+{
+    const float *v = s + p->v_off;
+    float *m = s + p->m_off;
+    const long xs = p->tb * p->C, upx = mxcc_gemm_packed_b_floats(p->C, p->O);
+    const int C = p->C;
+    const int nk = (int)ceil_div(C, MXCC_GEMM_KC);  /* k split only past the GEMM's KC (C > 512 on AVX-512) */
+    for (int xi = 0; xi < 36; xi++) {
+        const float *vx = v + xi * xs;              /* (tb / MR) panels of (C, MR) */
+        const float *ux = u + xi * upx;             /* ceil(O / NR) panels of (C, NR) */
+        float *mx = m + xi * p->tb * p->ob;         /* (tb, ob) */
+        for (int q = q0; q < q1; q++) {
+            const int n = (int)min_l(NR, p->O - (long)q * NR);
+            const float *up = ux + (long)q * C * NR;
+            float *mq = mx + (long)(q - q0) * NR;
+            for (long tp = 0; tp * MR < nt; tp++) {
+                const int mrows = (int)min_l(MR, nt - tp * MR);
+                const float *vp = vx + tp * C * MR;
+                for (int kk = 0; kk < nk; kk++) {
+                    const int k0 = (int)((long)C * kk / nk), k1 = (int)((long)C * (kk + 1) / nk);
+                    MXCC_UKERNEL_F32(k1 - k0, vp + (long)k0 * MR, up + (long)k0 * NR, mq + tp * MR * p->ob,
+                                     (int)p->ob, mrows, n, kk > 0);
+                }
+            }
+        }
+    }
+}
+
+/* ---- output transform ----------------------------------------------------------------------------------
+ * A^T = [1 1  1 1  1 0]    per row of M then per column:  a = m1 + m2, b = m1 - m2, c = m3 + m4, d = m3 - m4
+ *       [0 1 -1 2 -2 0]    y0 = m0 + a + c, y1 = b + 2 d, y2 = a + 4 c, y3 = b + 8 d + m5
+ *       [0 1  1 4  4 0]
+ *       [0 1 -1 8 -8 1]
+ * One tile, channels [0, nch) of the block: mt = M at the tile (position xi at mt[xi * mxs + o]);
+ * yo = y at (channel o0, row 4 ty, column 4 tx); nrows x ncols of the 4x4 are inside the image. */
+
+#ifdef VL
+static inline __attribute__((always_inline)) void at6(const vf m[6], vf y[4])
+{
+    const vf a = vadd(m[1], m[2]), b = vsub(m[1], m[2]), c = vadd(m[3], m[4]), d = vsub(m[3], m[4]);
+    y[0] = vadd(vadd(m[0], a), c);
+    y[1] = vfmadd(2.0f, d, b);
+    y[2] = vfmadd(4.0f, c, a);
+    y[3] = vadd(vfmadd(8.0f, d, b), m[5]);
+}
+#endif
+
+#if defined(__AVX512F__)
+static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw, int ow, int nrows, int ncols)
+{
+    const __mmask16 cols = (__mmask16)((1u << ncols) - 1);
+    for (int o = 0; o < nch; o += 16) {
+        const int nc = (int)min_l(16, nch - o);
+        const __mmask16 lanes = (__mmask16)((1u << nc) - 1);
+        vf s[6][4];  /* rows of M times A */
+        for (int i = 0; i < 6; i++) {
+            vf m[6];
+            for (int j = 0; j < 6; j++)
+                m[j] = _mm512_maskz_loadu_ps(lanes, mt + (i * 6 + j) * mxs + o);
+            at6(m, s[i]);
+        }
+        for (int q = 0; q < 4; q++) {  /* columns of that times A: y[i][q] for the 16 channels */
+            const vf col[6] = {s[0][q], s[1][q], s[2][q], s[3][q], s[4][q], s[5][q]};
+            vf yq[4];
+            at6(col, yq);
+            for (int i = 0; i < 4; i++)
+                s[i][q] = yq[i];
+        }
+        for (int i = 0; i < nrows; i++) {
+            /* 4x4 transposes within each 128-bit lane: z[c'] lane k = row i (4 pixels) of channel o + 4k + c' */
+            const vf t0 = _mm512_unpacklo_ps(s[i][0], s[i][1]), t1 = _mm512_unpacklo_ps(s[i][2], s[i][3]);
+            const vf t2 = _mm512_unpackhi_ps(s[i][0], s[i][1]), t3 = _mm512_unpackhi_ps(s[i][2], s[i][3]);
+            vf z[4];
+            z[0] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t1)));
+            z[1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t1)));
+            z[2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t2), _mm512_castps_pd(t3)));
+            z[3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t2), _mm512_castps_pd(t3)));
+            for (int k = 0; k < 4; k++) {
+                for (int cc = 0; cc < 4; cc++) {
+                    const int ch = o + 4 * k + cc;
+                    if (ch - o >= nc)
+                        break;
+                    /* lane k's 4 floats land at the row start: the pointer is 4k floats before it */
+                    _mm512_mask_storeu_ps(yo + ch * ohw + (long)i * ow - 4 * k, (__mmask16)(cols << (4 * k)), z[cc]);
+                }
+            }
+        }
+    }
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw, int ow, int nrows, int ncols)
+{
+    const __m128i cols = _mm_cmpgt_epi32(_mm_set1_epi32(ncols), _mm_setr_epi32(0, 1, 2, 3));
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int o = 0; o < nch; o += 8) {
+        const int nc = (int)min_l(8, nch - o);
+        const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc), iota);
+        vf s[6][4];
+        for (int i = 0; i < 6; i++) {
+            vf m[6];
+            for (int j = 0; j < 6; j++)
+                m[j] = _mm256_maskload_ps(mt + (i * 6 + j) * mxs + o, lanes);
+            at6(m, s[i]);
+        }
+        for (int q = 0; q < 4; q++) {
+            const vf col[6] = {s[0][q], s[1][q], s[2][q], s[3][q], s[4][q], s[5][q]};
+            vf yq[4];
+            at6(col, yq);
+            for (int i = 0; i < 4; i++)
+                s[i][q] = yq[i];
+        }
+        for (int i = 0; i < nrows; i++) {
+            const vf t0 = _mm256_unpacklo_ps(s[i][0], s[i][1]), t1 = _mm256_unpacklo_ps(s[i][2], s[i][3]);
+            const vf t2 = _mm256_unpackhi_ps(s[i][0], s[i][1]), t3 = _mm256_unpackhi_ps(s[i][2], s[i][3]);
+            vf z[4];
+            z[0] = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(t0), _mm256_castps_pd(t1)));
+            z[1] = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(t0), _mm256_castps_pd(t1)));
+            z[2] = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(t2), _mm256_castps_pd(t3)));
+            z[3] = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(t2), _mm256_castps_pd(t3)));
+            for (int k = 0; k < 2; k++) {
+                for (int cc = 0; cc < 4; cc++) {
+                    const int ch = o + 4 * k + cc;
+                    if (ch - o >= nc)
+                        break;
+                    const __m128 row = k ? _mm256_extractf128_ps(z[cc], 1) : _mm256_castps256_ps128(z[cc]);
+                    _mm_maskstore_ps(yo + ch * ohw + (long)i * ow, cols, row);
+                }
+            }
+        }
+    }
+}
+#else
+static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw, int ow, int nrows, int ncols)
+{
+    for (int o = 0; o < nch; o++) {
+        float s[6][4], y[4][4];
+        for (int i = 0; i < 6; i++) {
+            const float *m = mt + i * 6 * mxs + o;  /* m[j * mxs] = M[i][j] */
+            const float a = m[mxs] + m[2 * mxs], b = m[mxs] - m[2 * mxs];
+            const float c = m[3 * mxs] + m[4 * mxs], d = m[3 * mxs] - m[4 * mxs];
+            s[i][0] = m[0] + a + c;
+            s[i][1] = b + 2.0f * d;
+            s[i][2] = a + 4.0f * c;
+            s[i][3] = b + 8.0f * d + m[5 * mxs];
+        }
+        for (int q = 0; q < 4; q++) {
+            const float a = s[1][q] + s[2][q], b = s[1][q] - s[2][q];
+            const float c = s[3][q] + s[4][q], d = s[3][q] - s[4][q];
+            y[0][q] = s[0][q] + a + c;
+            y[1][q] = b + 2.0f * d;
+            y[2][q] = a + 4.0f * c;
+            y[3][q] = b + 8.0f * d + s[5][q];
+        }
+        for (int i = 0; i < nrows; i++)
+            for (int q = 0; q < ncols; q++)
+                yo[o * ohw + (long)i * ow + q] = y[i][q];
+    }
+}
+#endif
+
+/* y for tiles [t0, t1) and channels [o0, o1) from M, then the epilogue on the rows written. */
+static void output_block(const plan *p, long t0, long t1, int o0, int o1, const mxcc_epilogue *ep, float *y,
+                         const float *s)
+{
+    const float *m = s + p->m_off;
+    const long mxs = p->tb * p->ob, ohw = (long)p->OH * p->OW;
+    tile_run r = {.t = t0};
+    for (; next_run(p, t1, &r); r.t += r.ntx) {
+        float *yrow = y + ((long)r.n * p->O + o0) * ohw + 4L * r.ty * p->OW;  /* (o1 - o0) channels, row 4 ty */
+        const int nrows = (int)min_l(4, p->OH - 4L * r.ty);
+        for (int l = 0; l < r.ntx; l++) {
+            const int tx = r.tx + l;
+            output_tile(m + (r.t - t0 + l) * p->ob, mxs, o1 - o0, yrow + 4L * tx, ohw, p->OW, nrows,
+                        (int)min_l(4, p->OW - 4L * tx));
+        }
+        if (ep) {  /* per image: the residual's rows are (n, o) */
+            mxcc_epilogue e = *ep;
+            e.per_row = 1;
+            if (e.residual)
+                e.residual += (long)r.n * p->O * e.ld_residual;
+            const long c0 = 4L * r.tx, c1 = min_l(p->OW, 4L * (r.tx + r.ntx));
+            for (int i = 0; i < nrows; i++) {
+                const long j0 = (4L * r.ty + i) * p->OW + c0;
+                mxcc_epilogue_apply_f32(&e, y + ((long)r.n * p->O + o0) * ohw + j0, (int)ohw, o0, (int)j0,
+                                        o1 - o0, (int)(c1 - c0));
+            }
+        }
+    }
+}
+
+/* ---- driver ---------------------------------------------------------------------------------------- */
+
+void mxcc_winograd_f43_f32(const mxcc_conv_geom *g, int batch, int O, const float *x, const float *u,
+                           const mxcc_epilogue *ep, float *y, float *scratch, int parallel)
+{
+    const plan pl = plan_of(g, batch, O);
+    const plan *p = &pl;
+    if (p->tiles <= 0 || O <= 0)
+        return;
+    if (mxcc_epilogue_is_noop(ep))
+        ep = NULL;
+    const long nblocks = ceil_div(p->tiles, p->tb);
+    const int npanels = (int)ceil_div(O, NR), bpanels = (int)(p->ob / NR);
+    int nt = (parallel && omp_get_level() == 0) ? omp_get_max_threads() : 1;
+    /* units = (tile block, part of the output channels); parts only when blocks are few for the team */
+    const int nparts = nt > 1 && nblocks < 2L * nt ? (int)min_l(npanels, ceil_div(2L * nt, nblocks)) : 1;
+    const long units = nblocks * nparts;
+    nt = (int)min_l(nt, units);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        const int team = omp_get_num_threads(), tid = omp_get_thread_num();
+        float *s = scratch + tid * p->per_thread;
+        memset(s + p->zero_off, 0, (size_t)p->W * sizeof(float));
+        long have = -1;  /* the block whose V this thread's scratch holds */
+        for (long un = units * tid / team; un < units * (tid + 1) / team; un++) {
+            const long b = un / nparts;
+            const int part = (int)(un % nparts);
+            const long t0 = b * p->tb, t1 = min_l(p->tiles, t0 + p->tb);
+            if (b != have) {
+                input_block(p, x, t0, t1, s);
+                have = b;
+            }
+            const int pa = (int)((long)npanels * part / nparts), pb = (int)((long)npanels * (part + 1) / nparts);
+            for (int q0 = pa; q0 < pb; q0 += bpanels) {
+                const int q1 = (int)min_l(pb, q0 + bpanels);
+                gemm_block(p, u, t1 - t0, q0, q1, s);
+                output_block(p, t0, t1, q0 * NR, (int)min_l(O, (long)q1 * NR), ep, y, s);
+            }
+        }
+    }
+}
