@@ -138,6 +138,25 @@ long mxcc_winograd_f43_scratch_floats(const mxcc_conv_geom *g, int batch, int O,
  *       [0  4  0 -5  0  1]
  * A tile row strip of one channel: tiles tx0 .. tx0 + ntx - 1 of row ty, columns x = 4 tx0 - pw + x'. */
 
+/* t_i[j] = sum_k B^T[i][k] d_k[j], j < n: the vertical half on 6 image rows. A function of its own for the
+ * restrict parameters: with restrict local pointers GCC 12 found no vector type and ran it scalar. */
+static void bt_rows(long n, const float *restrict d0, const float *restrict d1, const float *restrict d2,
+                    const float *restrict d3, const float *restrict d4, const float *restrict d5,
+                    float *restrict t0, float *restrict t1, float *restrict t2, float *restrict t3,
+                    float *restrict t4, float *restrict t5)
+{
+    for (long j = 0; j < n; j++) {
+        const float a = d4[j] - 4.0f * d2[j], b = d3[j] - 4.0f * d1[j];
+        const float c = d4[j] - d2[j], e = 2.0f * (d3[j] - d1[j]);
+        t0[j] = 4.0f * d0[j] - 5.0f * d2[j] + d4[j];
+        t1[j] = a + b;
+        t2[j] = a - b;
+        t3[j] = c + e;
+        t4[j] = c - e;
+        t5[j] = 4.0f * d1[j] - 5.0f * d3[j] + d5[j];
+    }
+}
+
 /* strip[i][x'] = sum_k B^T[i][k] x[4 ty - ph + k][4 tx0 - pw + x'] for x' < 4 ntx + 2, zero outside the
  * image, and zero up to `width` (the vector groups read past the strip's last tile). */
 static void strip_vertical(const plan *p, const float *xc /* (H, W) */, const float *zero /* (W,) */,
@@ -150,24 +169,19 @@ static void strip_vertical(const plan *p, const float *xc /* (H, W) */, const fl
     }
     const long xs0 = 4L * tx0 - p->pw;  /* image column of x' = 0 */
     const long lo = max_l(0, -xs0), hi = max_l(lo, min_l(4L * ntx + 2, p->W - xs0));  /* x' inside the image */
-    float *restrict t0 = strip, *restrict t1 = strip + p->ws, *restrict t2 = strip + 2 * p->ws;
-    float *restrict t3 = strip + 3 * p->ws, *restrict t4 = strip + 4 * p->ws, *restrict t5 = strip + 5 * p->ws;
-    const float *d0 = row[0], *d1 = row[1], *d2 = row[2], *d3 = row[3], *d4 = row[4], *d5 = row[5];
     for (int i = 0; i < 6; i++) {
-        memset(strip + i * p->ws, 0, (size_t)lo * sizeof(float));
-        memset(strip + i * p->ws + hi, 0, (size_t)(width - hi) * sizeof(float));
+        float *ti = strip + i * p->ws;
+        for (long j = 0; j < lo; j++)
+            ti[j] = 0.0f;
+        for (long j = hi; j < width; j++)
+            ti[j] = 0.0f;
     }
-    for (long j = lo; j < hi; j++) {
-        const long xj = xs0 + j;  /* image column */
-        const float a = d4[xj] - 4.0f * d2[xj], b = d3[xj] - 4.0f * d1[xj];
-        const float c = d4[xj] - d2[xj], e = 2.0f * (d3[xj] - d1[xj]);
-        t0[j] = 4.0f * d0[xj] - 5.0f * d2[xj] + d4[xj];
-        t1[j] = a + b;
-        t2[j] = a - b;
-        t3[j] = c + e;
-        t4[j] = c - e;
-        t5[j] = 4.0f * d1[xj] - 5.0f * d3[xj] + d5[xj];
-    }
+    /* inside the image: x' = lo + j, image column xs0 + lo + j */
+    float *t[6];
+    for (int i = 0; i < 6; i++)
+        t[i] = strip + i * p->ws + lo;
+    bt_rows(hi - lo, row[0] + xs0 + lo, row[1] + xs0 + lo, row[2] + xs0 + lo, row[3] + xs0 + lo,
+            row[4] + xs0 + lo, row[5] + xs0 + lo, t[0], t[1], t[2], t[3], t[4], t[5]);
 }
 
 /* Where tile t of the block (block-local index) lives in V for channel 0, position 0: its panel's row r. */
