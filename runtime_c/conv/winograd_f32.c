@@ -157,25 +157,27 @@ static void bt_rows(long n, const float *restrict d0, const float *restrict d1, 
     }
 }
 
-/* strip[i][x'] = sum_k B^T[i][k] x[4 ty - ph + k][4 tx0 - pw + x'] for x' < 4 ntx + 2, zero outside the
- * image, and zero up to `width` (the vector groups read past the strip's last tile). */
+/* The columns x' of a strip inside the image: [lo, hi); the rest of [0, 4 ntx + 2) is padding. */
+static void strip_cols(const plan *p, int tx0, int ntx, long *lo, long *hi)
+{
+    const long xs0 = 4L * tx0 - p->pw;  /* image column of x' = 0 */
+    *lo = max_l(0, -xs0);
+    *hi = max_l(*lo, min_l(4L * ntx + 2, p->W - xs0));
+}
+
+/* strip[i][x'] = sum_k B^T[i][k] x[4 ty - ph + k][4 tx0 - pw + x'] for x' in [lo, hi) (strip_cols); the
+ * caller zeroes the rest once for all channels (this writes nothing else). */
 static void strip_vertical(const plan *p, const float *xc /* (H, W) */, const float *zero /* (W,) */,
-                           int ty, int tx0, int ntx, long width, float *restrict strip /* (6, ws) */)
+                           int ty, int tx0, int ntx, float *restrict strip /* (6, ws) */)
 {
     const float *row[6];
     for (int k = 0; k < 6; k++) {
         const int y = 4 * ty - p->ph + k;
         row[k] = (y >= 0 && y < p->H) ? xc + (long)y * p->W : zero;
     }
-    const long xs0 = 4L * tx0 - p->pw;  /* image column of x' = 0 */
-    const long lo = max_l(0, -xs0), hi = max_l(lo, min_l(4L * ntx + 2, p->W - xs0));  /* x' inside the image */
-    for (int i = 0; i < 6; i++) {
-        float *ti = strip + i * p->ws;
-        for (long j = 0; j < lo; j++)
-            ti[j] = 0.0f;
-        for (long j = hi; j < width; j++)
-            ti[j] = 0.0f;
-    }
+    const long xs0 = 4L * tx0 - p->pw;
+    long lo, hi;
+    strip_cols(p, tx0, ntx, &lo, &hi);
     /* inside the image: x' = lo + j, image column xs0 + lo + j */
     float *t[6];
     for (int i = 0; i < 6; i++)
@@ -376,9 +378,16 @@ static void input_block(const plan *p, const float *x, long t0, long t1, float *
     const long plane = (long)p->H * p->W;
     tile_run r = {.t = t0};
     for (; next_run(p, t1, &r); r.t += r.ntx) {
+        /* the padding columns, and past the last tile up to what the vector groups read */
         const long width = 4 * round_up(r.ntx, 16) + 2;
+        long lo, hi;
+        strip_cols(p, r.tx, r.ntx, &lo, &hi);
+        for (int i = 0; i < 6; i++) {
+            memset(strip + i * p->ws, 0, (size_t)lo * sizeof(float));
+            memset(strip + i * p->ws + hi, 0, (size_t)(width - hi) * sizeof(float));
+        }
         for (int c = 0; c < p->C; c++) {
-            strip_vertical(p, x + ((long)r.n * p->C + c) * plane, zero, r.ty, r.tx, r.ntx, width, strip);
+            strip_vertical(p, x + ((long)r.n * p->C + c) * plane, zero, r.ty, r.tx, r.ntx, strip);
             strip_horizontal(p, strip, r.ntx, r.t - t0, v + (long)c * MR, xs);
         }
     }
