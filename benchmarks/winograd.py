@@ -31,8 +31,10 @@ LAYERS = [(64, 56), (128, 28), (256, 14), (512, 7)]
 
 
 def winograd_sources() -> list[Path]:
-    """winograd_f32.c and the GEMM it calls (micro-kernels, epilogue, packed sizes)."""
-    return [RUNTIME / "conv" / "winograd_f32.c", *sorted((RUNTIME / "gemm").glob("*.c"))]
+    """winograd_f32.c and what it calls of runtime_c/gemm/: the micro-kernels (each file compiles to nothing
+    outside its ISA) and the epilogue."""
+    gemm = RUNTIME / "gemm"
+    return [RUNTIME / "conv" / "winograd_f32.c", gemm / "epilogue_f32.c", *sorted(gemm.glob("ukernel_f32_*.c"))]
 
 
 def _cdef() -> str:
@@ -47,6 +49,22 @@ def _cdef() -> str:
 void omp_set_num_threads(int);
 int omp_get_max_threads(void);
 """
+
+
+def compile_parallel(sources: list[Path], out_dir: Path, flags: list[str]) -> list[Path]:
+    """Each source compiled to an object in out_dir, all at once (cffi would compile them one by one)."""
+    import os
+    import subprocess
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cc = os.environ.get("CC", "gcc")
+    objs = [out_dir / f"{src.parent.name}__{src.stem}.o" for src in sources]
+    procs = [(subprocess.Popen([cc, *flags, f"-I{RUNTIME}", "-c", str(src), "-o", str(obj)], stderr=subprocess.PIPE,
+                               text=True), src) for src, obj in zip(sources, objs)]
+    for proc, src in procs:
+        _, err = proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"compiling {src} failed:\n{err}")
+    return objs
 
 
 def build_winograd(build_dir: str | Path, march: str = "native"):
@@ -65,12 +83,12 @@ def build_winograd(build_dir: str | Path, march: str = "native"):
     if built:
         so = str(built[0])
     else:
+        objs = compile_parallel(winograd_sources(), build_dir / name, [*CFLAGS, f"-march={march}", "-fPIC"])
         ffi = cffi.FFI()
         ffi.cdef(cdef)
-        ffi.set_source(name, '#include <omp.h>\n#include "conv/mxcc_winograd.h"\n',
-                       sources=[str(p) for p in winograd_sources()], include_dirs=[str(RUNTIME)],
-                       extra_compile_args=[*CFLAGS, f"-march={march}"], extra_link_args=["-fopenmp"],
-                       libraries=["m"])
+        ffi.set_source(name, '#include <omp.h>\n#include "conv/mxcc_winograd.h"\n', include_dirs=[str(RUNTIME)],
+                       extra_compile_args=[*CFLAGS, f"-march={march}"], extra_objects=[str(o) for o in objs],
+                       extra_link_args=["-fopenmp"], libraries=["m"])
         so = ffi.compile(tmpdir=str(build_dir))
     spec = importlib.util.spec_from_file_location(name, so)
     mod = importlib.util.module_from_spec(spec)

@@ -57,14 +57,21 @@ static const double G[6][3] = {
     {0.0, 0.0, 1.0},
 };
 
+/* Floats of one U_xi: ceil(O / NR) panels of (C, NR), what mxcc_gemm_packed_b_floats(C, O) says; computed
+ * here so that this file needs only the micro-kernels and the epilogue of runtime_c/gemm/. */
+static long u_floats(int C, int O)
+{
+    return (long)C * round_up(O, NR);
+}
+
 long mxcc_winograd_f43_weight_floats(int O, int C)
 {
-    return 36L * mxcc_gemm_packed_b_floats(C, O);
+    return 36L * u_floats(C, O);
 }
 
 void mxcc_winograd_f43_weight_f32(int O, int C, const float *w /* (O, C, 3, 3) */, float *u)
 {
-    const long upx = mxcc_gemm_packed_b_floats(C, O);  /* floats per position xi */
+    const long upx = u_floats(C, O);  /* floats per position xi */
     memset(u, 0, (size_t)(36 * upx) * sizeof(float));  /* the padding columns of the last panel */
     for (int o = 0; o < O; o++) {
         for (int c = 0; c < C; c++) {
@@ -399,7 +406,7 @@ static void gemm_block(const plan *p, const float *u, long nt, int q0, int q1, f
 {
     const float *v = s + p->v_off;
     float *m = s + p->m_off;
-    const long xs = p->tb * p->C, upx = mxcc_gemm_packed_b_floats(p->C, p->O);
+    const long xs = p->tb * p->C, upx = u_floats(p->C, p->O);
     const int C = p->C;
     const int nk = (int)ceil_div(C, MXCC_GEMM_KC);  /* k split only past the GEMM's KC (C > 512 on AVX-512) */
     for (int xi = 0; xi < 36; xi++) {
