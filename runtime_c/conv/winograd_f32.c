@@ -36,10 +36,14 @@
 #define NR MXCC_GEMM_NR
 #define GUARD 16  /* floats before V: the masked stores of the input transform may start up to 15 before */
 
-/* L2 budget of one thread's scratch: V (the A panels) and M (the GEMM results). The 2 MiB L2 also holds
- * the U panels streaming past and the output rows. */
-#define V_BYTES (640L * 1024)
+/* Block sizes. Each tile block reads all of U (36 C O floats: 9.4 MB at C = O = 256) for 2 tb FLOPs per
+ * float, so tb must stay large enough for U to stream from L3 or memory: at least MIN_TB_PANELS panels (56
+ * tiles on AVX-512: 28 FLOPs per byte of U). Above that, as many tiles as V_BYTES of V (the A panels: 36 C
+ * floats per tile) holds; V then spans 1 MiB (C <= 128) to 4 MiB (C = 512). M (36 tb ob floats) gets
+ * M_BYTES; V is read once per block of ob output channels. */
+#define V_BYTES (1024L * 1024)
 #define M_BYTES (512L * 1024)
+#define MIN_TB_PANELS 4
 
 static long ceil_div(long a, long b) { return (a + b - 1) / b; }
 static long round_up(long a, long b) { return ceil_div(a, b) * b; }
@@ -114,7 +118,7 @@ static plan plan_of(const mxcc_conv_geom *g, int batch, int O)
     p.O = O;
     p.tiles = (long)batch * p.TH * p.TW;
     /* as many MR panels as V_BYTES holds, then balanced: 200 tiles in blocks of 112 -> 2 x 112, not 112 + 88 */
-    long tb = MR * max_l(1, V_BYTES / (36L * p.C * (long)sizeof(float) * MR));
+    long tb = MR * max_l(MIN_TB_PANELS, V_BYTES / (36L * p.C * (long)sizeof(float) * MR));
     tb = min_l(tb, round_up(p.tiles, MR));
     tb = round_up(ceil_div(p.tiles, ceil_div(p.tiles, tb)), MR);
     p.tb = tb;
