@@ -372,6 +372,20 @@ static int next_run(const plan *p, long t1, tile_run *r)
     return 1;
 }
 
+/* Prefetch rows [y0, y0 + nrows) of a plane (H, W), columns [x0, x0 + n) clipped to the image; write = 1
+ * for rows about to be stored. */
+static void prefetch_rows(const plan *p, const float *plane, int y0, int nrows, long x0, long n, int write)
+{
+    const long a = max_l(0, x0), b = min_l(p->W, x0 + n);
+    for (int y = max_l(0, y0); y < min_l(p->H, (long)y0 + nrows); y++) {
+        const float *row = plane + (long)y * p->W;
+        for (long j = a; j < b; j += 16)
+            write ? __builtin_prefetch(row + j, 1, 3) : __builtin_prefetch(row + j, 0, 3);
+        if (b > a)
+            write ? __builtin_prefetch(row + b - 1, 1, 3) : __builtin_prefetch(row + b - 1, 0, 3);
+    }
+}
+
 /* V (the block's A panels, all 36 positions and channels) for tiles [t0, t1). */
 static void input_block(const plan *p, const float *x, long t0, long t1, float *s)
 {
@@ -398,6 +412,11 @@ static void input_block(const plan *p, const float *x, long t0, long t1, float *
             memset(strip + i * p->ws + hi, 0, (size_t)(width - hi) * sizeof(float));
         }
         for (int c = 0; c < p->C; c++) {
+            /* the next channel's rows: 6 short rows a plane apart, too scattered for the hardware prefetchers
+             * once x is out of L2 (64@56 batch 16: 16.3 -> see docs) */
+            if (c + 1 < p->C)
+                prefetch_rows(p, x + ((long)r.n * p->C + c + 1) * plane, 4 * r.ty - p->ph, 6,
+                              4L * r.tx - p->pw + lo, hi - lo, 0);
             strip_vertical(p, x + ((long)r.n * p->C + c) * plane, zero, r.ty, r.tx, r.ntx, strip);
             strip_horizontal(p, strip, r.ntx, r.t - t0, v + (long)c * MR, xs);
         }
@@ -578,6 +597,12 @@ static void output_block(const plan *p, long t0, long t1, int o0, int o1, const 
         const int nrows = (int)min_l(4, p->OH - 4L * r.ty);
         for (int l = 0; l < r.ntx; l++) {
             const int tx = r.tx + l;
+            /* every 4 tiles, the next 64-byte line of each output row: the stores of a tile row go to
+             * (o1 - o0) x 4 rows, more streams than the hardware prefetchers follow */
+            for (long col = l == 0 ? 4L * tx : 4L * tx + 16; (l == 0 || tx % 4 == 0) && col <= 4L * tx + 16; col += 16)
+                for (int ch = 0; ch < o1 - o0; ch++)
+                    for (int i = 0; i < nrows; i++)
+                        __builtin_prefetch(yrow + ch * ohw + (long)i * p->OW + min_l(col, p->OW - 1), 1, 3);
             output_tile(m + (r.t - t0 + l) * p->ob, mxs, o1 - o0, yrow + 4L * tx, ohw, p->OW, nrows,
                         (int)min_l(4, p->OW - 4L * tx));
         }
