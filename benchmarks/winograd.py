@@ -67,12 +67,13 @@ def compile_parallel(sources: list[Path], out_dir: Path, flags: list[str]) -> li
     return objs
 
 
-def build_winograd(build_dir: str | Path, march: str = "native"):
-    """(ffi, lib) of the Winograd sources compiled for -march=<march> into build_dir (reused when the sources,
-    flags and cdef hash the same)."""
+def build_winograd(build_dir: str | Path, march: str = "native", defines: tuple[str, ...] = ()):
+    """(ffi, lib) of the Winograd sources compiled for -march=<march> (and -D<defines>, block-size overrides
+    for tuning runs) into build_dir (reused when the sources, flags and cdef hash the same)."""
     import cffi
     cdef = _cdef()
-    digest = hashlib.sha256((cdef + " ".join(CFLAGS) + march).encode())
+    flags = [*CFLAGS, f"-march={march}", *(f"-D{d}" for d in defines)]
+    digest = hashlib.sha256((cdef + " ".join(flags)).encode())
     for path in sorted((RUNTIME / "conv").glob("*winograd*")) + sorted((RUNTIME / "gemm").glob("*.[ch]")):
         digest.update(path.name.encode() + path.read_bytes())
     digest.update((RUNTIME / "conv" / "mxcc_conv.h").read_bytes())
@@ -83,11 +84,11 @@ def build_winograd(build_dir: str | Path, march: str = "native"):
     if built:
         so = str(built[0])
     else:
-        objs = compile_parallel(winograd_sources(), build_dir / name, [*CFLAGS, f"-march={march}", "-fPIC"])
+        objs = compile_parallel(winograd_sources(), build_dir / name, [*flags, "-fPIC"])
         ffi = cffi.FFI()
         ffi.cdef(cdef)
         ffi.set_source(name, '#include <omp.h>\n#include "conv/mxcc_winograd.h"\n', include_dirs=[str(RUNTIME)],
-                       extra_compile_args=[*CFLAGS, f"-march={march}"], extra_objects=[str(o) for o in objs],
+                       extra_compile_args=flags, extra_objects=[str(o) for o in objs],
                        extra_link_args=["-fopenmp"], libraries=["m"])
         so = ffi.compile(tmpdir=str(build_dir))
     spec = importlib.util.spec_from_file_location(name, so)
