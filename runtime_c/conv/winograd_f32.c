@@ -41,9 +41,15 @@
  * tiles on AVX-512: 28 FLOPs per byte of U). Above that, as many tiles as V_BYTES of V (the A panels: 36 C
  * floats per tile) holds; V then spans 1 MiB (C <= 128) to 4 MiB (C = 512). M (36 tb ob floats) gets
  * M_BYTES; V is read once per block of ob output channels. */
+#ifndef V_BYTES  /* -D overrides for tuning runs (benchmarks/winograd.py: build_winograd) */
 #define V_BYTES (1024L * 1024)
+#endif
+#ifndef M_BYTES
 #define M_BYTES (512L * 1024)
+#endif
+#ifndef MIN_TB_PANELS
 #define MIN_TB_PANELS 4
+#endif
 
 static long ceil_div(long a, long b) { return (a + b - 1) / b; }
 static long round_up(long a, long b) { return ceil_div(a, b) * b; }
