@@ -429,6 +429,59 @@ static void input_block(const plan *p, const float *x, long t0, long t1, float *
     }
 }
 
+#if defined(__AVX512F__)
+/* The last tile panel of a block with few tiles (16 tiles = 14 + 2 at 256 x 14 x 14, batch 1): the 14x32
+ * kernel computes all 14 rows whatever m is, so m <= 7 rows run here, M rows (a constant) of the same
+ * packed panels: M x 2 accumulators, one B row load per k. Same contract as the micro-kernels. */
+static inline __attribute__((always_inline)) void rows_x32(const int M, int k, const float *restrict ap,
+                                                           const float *restrict bp, float *restrict c, long ldc,
+                                                           int n, int beta)
+{
+    const __mmask16 m0 = n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
+    const __mmask16 m1 = n <= 16 ? 0 : n >= 32 ? 0xFFFF : (__mmask16)((1u << (n - 16)) - 1);
+    __m512 acc[7][2];
+    for (int i = 0; i < M; i++)
+        acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int p = 0; p < k; p++) {
+        const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
+        for (int i = 0; i < M; i++) {
+            const __m512 a = _mm512_set1_ps(ap[i]);
+            acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
+        }
+        ap += MR;
+        bp += NR;
+    }
+    for (int i = 0; i < M; i++) {
+        float *row = c + i * ldc;
+        __m512 x0 = acc[i][0], x1 = acc[i][1];
+        if (beta) {
+            x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, row));
+            x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, row + 16));
+        }
+        _mm512_mask_storeu_ps(row, m0, x0);
+        _mm512_mask_storeu_ps(row + 16, m1, x1);
+    }
+}
+
+static void ukernel(int k, const float *ap, const float *bp, float *c, int ldc, int m, int n, int beta)
+{
+    switch (m) {
+    case 1: rows_x32(1, k, ap, bp, c, ldc, n, beta); break;
+    case 2: rows_x32(2, k, ap, bp, c, ldc, n, beta); break;
+    case 3: rows_x32(3, k, ap, bp, c, ldc, n, beta); break;
+    case 4: rows_x32(4, k, ap, bp, c, ldc, n, beta); break;
+    case 5: rows_x32(5, k, ap, bp, c, ldc, n, beta); break;
+    case 6: rows_x32(6, k, ap, bp, c, ldc, n, beta); break;
+    case 7: rows_x32(7, k, ap, bp, c, ldc, n, beta); break;
+    default: MXCC_UKERNEL_F32(k, ap, bp, c, ldc, m, n, beta);
+    }
+}
+#define UKERNEL ukernel
+#else
+#define UKERNEL MXCC_UKERNEL_F32
+#endif
+
 /* ---- the 36 GEMMs: M_xi[t, o] = sum_c V_xi[t, c] U_xi[c, o] for the block's tiles and panels [q0, q1) --- */
 
 static void gemm_block(const plan *p, const float *u, long nt, int q0, int q1, float *s)
@@ -451,8 +504,8 @@ static void gemm_block(const plan *p, const float *u, long nt, int q0, int q1, f
                 const float *vp = vx + tp * C * MR;
                 for (int kk = 0; kk < nk; kk++) {
                     const int k0 = (int)((long)C * kk / nk), k1 = (int)((long)C * (kk + 1) / nk);
-                    MXCC_UKERNEL_F32(k1 - k0, vp + (long)k0 * MR, up + (long)k0 * NR, mq + tp * MR * p->ob,
-                                     (int)p->ob, mrows, n, kk > 0);
+                    UKERNEL(k1 - k0, vp + (long)k0 * MR, up + (long)k0 * NR, mq + tp * MR * p->ob,
+                            (int)p->ob, mrows, n, kk > 0);
                 }
             }
         }
