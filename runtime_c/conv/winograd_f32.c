@@ -11,8 +11,10 @@
  *   M  [36][tb][ob]           their products for a block of ob output channels (row stride ob)
  *   strip [6][ws]             one tile row of one channel after the vertical half of B^T d B
  *   zero  [W]                 a zero image row: rows in the padding read it
- * tb and ob are chosen so that V and M stay in L2 (plan_of). For each block of tiles: input transform,
+ * tb and ob are chosen in plan_of (budgets below): V ~1 MiB and M <= 0.5 MiB for C <= 128, V up to 4 MiB
+ * at C = 512 where U's reuse needs at least 56 tiles per block. For each block of tiles: input transform,
  * then per block of output channels: 36 GEMMs, output transform into y, epilogue on the rows just written.
+ * A block whose last panel holds <= 7 tiles runs that panel with a smaller AVX-512 kernel (rows_x32).
  * Threads take contiguous runs of (tile block, output-channel part) units; the output channels are split
  * only when tile blocks are fewer than 2 per thread (e.g. 512 x 7 x 7, batch 1: 4 tiles).
  *
@@ -123,7 +125,7 @@ static plan plan_of(const mxcc_conv_geom *g, int batch, int O)
     p.TW = (int)ceil_div(p.OW, 4);
     p.O = O;
     p.tiles = (long)batch * p.TH * p.TW;
-    /* as many MR panels as V_BYTES holds, then balanced: 200 tiles in blocks of 112 -> 2 x 112, not 112 + 88 */
+    /* as many MR panels as V_BYTES holds, then balanced: 196 tiles with tb = 112 -> 2 x 98, not 112 + 84 */
     long tb = MR * max_l(MIN_TB_PANELS, V_BYTES / (36L * p.C * (long)sizeof(float) * MR));
     tb = min_l(tb, round_up(p.tiles, MR));
     tb = round_up(ceil_div(p.tiles, ceil_div(p.tiles, tb)), MR);
