@@ -217,12 +217,20 @@ typedef __m512 vf;
 #define vadd _mm512_add_ps
 #define vsub _mm512_sub_ps
 #define vfmadd(a, b, c) _mm512_fmadd_ps(_mm512_set1_ps(a), b, c)   /* a * b + c */
+#define vunpacklo _mm512_unpacklo_ps
+#define vunpackhi _mm512_unpackhi_ps
+#define vunpacklo_pd(a, b) _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)))
+#define vunpackhi_pd(a, b) _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)))
 #elif defined(__AVX2__) && defined(__FMA__)
 #define VL 8
 typedef __m256 vf;
 #define vadd _mm256_add_ps
 #define vsub _mm256_sub_ps
 #define vfmadd(a, b, c) _mm256_fmadd_ps(_mm256_set1_ps(a), b, c)
+#define vunpacklo _mm256_unpacklo_ps
+#define vunpackhi _mm256_unpackhi_ps
+#define vunpacklo_pd(a, b) _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(a), _mm256_castps_pd(b)))
+#define vunpackhi_pd(a, b) _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(a), _mm256_castps_pd(b)))
 #endif
 
 #ifdef VL
@@ -531,6 +539,33 @@ static inline __attribute__((always_inline)) void at6(const vf m[6], vf y[4])
     y[2] = vfmadd(4.0f, c, a);
     y[3] = vadd(vfmadd(8.0f, d, b), m[5]);
 }
+
+/* y[i][q] = (A^T M A)[i][q] for VL channels, m[i][j] = M[i][j] */
+static inline __attribute__((always_inline)) void at_tile(const vf m[6][6], vf y[4][4])
+{
+    vf s[6][4];  /* rows of M times A */
+    for (int i = 0; i < 6; i++)
+        at6(m[i], s[i]);
+    for (int q = 0; q < 4; q++) {
+        const vf col[6] = {s[0][q], s[1][q], s[2][q], s[3][q], s[4][q], s[5][q]};
+        vf yq[4];
+        at6(col, yq);
+        for (int i = 0; i < 4; i++)
+            y[i][q] = yq[i];
+    }
+}
+
+/* 4x4 transposes within each 128-bit lane: r[q] = pixel q of a row for the VL channels -> z[c'] lane k =
+ * that row's 4 pixels for channel 4k + c' */
+static inline __attribute__((always_inline)) void lane_transpose4(const vf r[4], vf z[4])
+{
+    const vf t0 = vunpacklo(r[0], r[1]), t1 = vunpacklo(r[2], r[3]);
+    const vf t2 = vunpackhi(r[0], r[1]), t3 = vunpackhi(r[2], r[3]);
+    z[0] = vunpacklo_pd(t0, t1);
+    z[1] = vunpackhi_pd(t0, t1);
+    z[2] = vunpacklo_pd(t2, t3);
+    z[3] = vunpackhi_pd(t2, t3);
+}
 #endif
 
 #if defined(__AVX512F__)
@@ -540,29 +575,14 @@ static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw,
     for (int o = 0; o < nch; o += 16) {
         const int nc = (int)min_l(16, nch - o);
         const __mmask16 lanes = (__mmask16)((1u << nc) - 1);
-        vf s[6][4];  /* rows of M times A */
-        for (int i = 0; i < 6; i++) {
-            vf m[6];
+        vf m[6][6], y[4][4];
+        for (int i = 0; i < 6; i++)
             for (int j = 0; j < 6; j++)
-                m[j] = _mm512_maskz_loadu_ps(lanes, mt + (i * 6 + j) * mxs + o);
-            at6(m, s[i]);
-        }
-        for (int q = 0; q < 4; q++) {  /* columns of that times A: y[i][q] for the 16 channels */
-            const vf col[6] = {s[0][q], s[1][q], s[2][q], s[3][q], s[4][q], s[5][q]};
-            vf yq[4];
-            at6(col, yq);
-            for (int i = 0; i < 4; i++)
-                s[i][q] = yq[i];
-        }
+                m[i][j] = _mm512_maskz_loadu_ps(lanes, mt + (i * 6 + j) * mxs + o);
+        at_tile(m, y);
         for (int i = 0; i < nrows; i++) {
-            /* 4x4 transposes within each 128-bit lane: z[c'] lane k = row i (4 pixels) of channel o + 4k + c' */
-            const vf t0 = _mm512_unpacklo_ps(s[i][0], s[i][1]), t1 = _mm512_unpacklo_ps(s[i][2], s[i][3]);
-            const vf t2 = _mm512_unpackhi_ps(s[i][0], s[i][1]), t3 = _mm512_unpackhi_ps(s[i][2], s[i][3]);
-            vf z[4];
-            z[0] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t1)));
-            z[1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t1)));
-            z[2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t2), _mm512_castps_pd(t3)));
-            z[3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t2), _mm512_castps_pd(t3)));
+            vf z[4];  /* z[c'] lane k = row i (4 pixels) of channel o + 4k + c' */
+            lane_transpose4(y[i], z);
             /* lane k of z[c'] as one 16-byte store (a masked 64-byte store at an offset pointer measured
              * slower: it spans two cache lines) */
             for (int k = 0; k < 4; k++) {
@@ -591,28 +611,14 @@ static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw,
     for (int o = 0; o < nch; o += 8) {
         const int nc = (int)min_l(8, nch - o);
         const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc), iota);
-        vf s[6][4];
-        for (int i = 0; i < 6; i++) {
-            vf m[6];
+        vf m[6][6], y[4][4];
+        for (int i = 0; i < 6; i++)
             for (int j = 0; j < 6; j++)
-                m[j] = _mm256_maskload_ps(mt + (i * 6 + j) * mxs + o, lanes);
-            at6(m, s[i]);
-        }
-        for (int q = 0; q < 4; q++) {
-            const vf col[6] = {s[0][q], s[1][q], s[2][q], s[3][q], s[4][q], s[5][q]};
-            vf yq[4];
-            at6(col, yq);
-            for (int i = 0; i < 4; i++)
-                s[i][q] = yq[i];
-        }
+                m[i][j] = _mm256_maskload_ps(mt + (i * 6 + j) * mxs + o, lanes);
+        at_tile(m, y);
         for (int i = 0; i < nrows; i++) {
-            const vf t0 = _mm256_unpacklo_ps(s[i][0], s[i][1]), t1 = _mm256_unpacklo_ps(s[i][2], s[i][3]);
-            const vf t2 = _mm256_unpackhi_ps(s[i][0], s[i][1]), t3 = _mm256_unpackhi_ps(s[i][2], s[i][3]);
             vf z[4];
-            z[0] = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(t0), _mm256_castps_pd(t1)));
-            z[1] = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(t0), _mm256_castps_pd(t1)));
-            z[2] = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(t2), _mm256_castps_pd(t3)));
-            z[3] = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(t2), _mm256_castps_pd(t3)));
+            lane_transpose4(y[i], z);
             for (int k = 0; k < 2; k++) {
                 for (int cc = 0; cc < 4; cc++) {
                     const int ch = o + 4 * k + cc;
