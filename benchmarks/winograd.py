@@ -1,6 +1,6 @@
 """Winograd F(4x4,3x3) (runtime_c/conv/winograd_f32.c) against ONNX Runtime's Conv on ResNet-18's 3x3 stride-1 layers.
 
-    python3 benchmarks/winograd.py [--threads 1,2] [--batch 1,64] [--rounds 3] [--json out.jsonl]
+    python3 benchmarks/winograd.py [--threads 1,2] [--batch 1,64] [--rounds 3] [--march native] [--json out.jsonl]
 
 Cases: (C = O, H = W) = (64, 56), (128, 28), (256, 14), (512, 7), pad 1, no bias, batches 1 and 64. For each
 thread count, the mxcc worker (mxcc_winograd_f43_f32, weights transformed beforehand as at bind time) and
@@ -164,6 +164,7 @@ def main() -> None:
         return
     ap.add_argument("--batch", default="1,64", help="comma-separated batch sizes (default 1,64)")
     ap.add_argument("--engines", default="mxcc,onnxruntime")
+    ap.add_argument("--march", default="native", help="-march of the mxcc build (haswell: the AVX2 path)")
     args = ap.parse_args()
     batches = [int(b) for b in args.batch.split(",")]
     engines = args.engines.split(",")
@@ -172,7 +173,8 @@ def main() -> None:
         rounds: dict = {}
         for _ in range(args.rounds):   # alternate the engines: each round sees the same noise
             for eng in engines:
-                spec = {"engine": eng, "threads": threads, "batches": batches, "min_time": args.min_time}
+                spec = {"engine": eng, "threads": threads, "batches": batches, "min_time": args.min_time,
+                        "march": args.march}
                 for r in harness.run_worker(__file__, spec, threads):
                     rounds.setdefault(tuple(r["case"]), {}).setdefault(eng, []).append(r["samples"])
         for (batch, c, size), by_eng in rounds.items():
