@@ -522,6 +522,17 @@ static void gemm_block(const plan *p, const float *u, long nt, int q0, int q1, f
     }
 }
 
+/* The epilogue parts the vector output transforms apply in registers (the common ones: folded BatchNorm,
+ * bias, residual, relu); other activations run mxcc_epilogue_apply_f32 over the rows afterwards. The same
+ * operations in the same order as that function (separate multiply and adds, relu as max(x, 0) with NaN
+ * -> 0), so both give the same bits. Pointers are at the tile's first channel (and pixel, for res). */
+typedef struct tile_ep {
+    const float *scale, *shift, *bias;  /* (nch,) or NULL */
+    const float *res;                   /* the residual at (channel o0, row 4 ty, column 4 tx), or NULL */
+    long ld_res;                        /* floats between the residual's channels */
+    int relu;
+} tile_ep;
+
 /* ---- output transform ----------------------------------------------------------------------------------
  * A^T = [1 1  1 1  1 0]    per row of M then per column:  a = m1 + m2, b = m1 - m2, c = m3 + m4, d = m3 - m4
  *       [0 1 -1 2 -2 0]    y0 = m0 + a + c, y1 = b + 2 d, y2 = a + 4 c, y3 = b + 8 d + m5
@@ -569,7 +580,8 @@ static inline __attribute__((always_inline)) void lane_transpose4(const vf r[4],
 #endif
 
 #if defined(__AVX512F__)
-static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw, int ow, int nrows, int ncols)
+static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw, int ow, int nrows, int ncols,
+                        const tile_ep *fe)
 {
     const __mmask16 cols = (__mmask16)((1u << ncols) - 1);
     for (int o = 0; o < nch; o += 16) {
@@ -580,6 +592,17 @@ static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw,
             for (int j = 0; j < 6; j++)
                 m[i][j] = _mm512_maskz_loadu_ps(lanes, mt + (i * 6 + j) * mxs + o);
         at_tile(m, y);
+        if (fe) {  /* per channel: the lanes */
+            const float *vec[3] = {fe->scale, fe->shift, fe->bias};
+            for (int e = 0; e < 3; e++) {
+                if (!vec[e])
+                    continue;
+                const vf v = _mm512_maskz_loadu_ps(lanes, vec[e] + o);
+                for (int i = 0; i < 4; i++)
+                    for (int q = 0; q < 4; q++)
+                        y[i][q] = e == 0 ? _mm512_mul_ps(y[i][q], v) : _mm512_add_ps(y[i][q], v);
+            }
+        }
         for (int i = 0; i < nrows; i++) {
             vf z[4];  /* z[c'] lane k = row i (4 pixels) of channel o + 4k + c' */
             lane_transpose4(y[i], z);
@@ -594,17 +617,23 @@ static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw,
                                    : k == 1 ? _mm512_extractf32x4_ps(z[cc], 1)
                                    : k == 2 ? _mm512_extractf32x4_ps(z[cc], 2) : _mm512_extractf32x4_ps(z[cc], 3);
                     float *dst = yo + ch * ohw + (long)i * ow;
+                    __m128 out = v;
+                    if (fe && fe->res)
+                        out = _mm_add_ps(out, _mm_maskz_loadu_ps((__mmask8)cols, fe->res + ch * fe->ld_res + (long)i * ow));
+                    if (fe && fe->relu)
+                        out = _mm_max_ps(out, _mm_setzero_ps());  /* NaN -> 0, as x > 0 ? x : 0 */
                     if (ncols == 4)
-                        _mm_storeu_ps(dst, v);
+                        _mm_storeu_ps(dst, out);
                     else
-                        _mm_mask_storeu_ps(dst, (__mmask8)cols, v);
+                        _mm_mask_storeu_ps(dst, (__mmask8)cols, out);
                 }
             }
         }
     }
 }
 #elif defined(__AVX2__) && defined(__FMA__)
-static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw, int ow, int nrows, int ncols)
+static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw, int ow, int nrows, int ncols,
+                        const tile_ep *fe)
 {
     const __m128i cols = _mm_cmpgt_epi32(_mm_set1_epi32(ncols), _mm_setr_epi32(0, 1, 2, 3));
     const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -616,6 +645,17 @@ static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw,
             for (int j = 0; j < 6; j++)
                 m[i][j] = _mm256_maskload_ps(mt + (i * 6 + j) * mxs + o, lanes);
         at_tile(m, y);
+        if (fe) {
+            const float *vec[3] = {fe->scale, fe->shift, fe->bias};
+            for (int e = 0; e < 3; e++) {
+                if (!vec[e])
+                    continue;
+                const vf v = _mm256_maskload_ps(vec[e] + o, lanes);
+                for (int i = 0; i < 4; i++)
+                    for (int q = 0; q < 4; q++)
+                        y[i][q] = e == 0 ? _mm256_mul_ps(y[i][q], v) : _mm256_add_ps(y[i][q], v);
+            }
+        }
         for (int i = 0; i < nrows; i++) {
             vf z[4];
             lane_transpose4(y[i], z);
@@ -624,7 +664,11 @@ static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw,
                     const int ch = o + 4 * k + cc;
                     if (ch - o >= nc)
                         break;
-                    const __m128 row = k ? _mm256_extractf128_ps(z[cc], 1) : _mm256_castps256_ps128(z[cc]);
+                    __m128 row = k ? _mm256_extractf128_ps(z[cc], 1) : _mm256_castps256_ps128(z[cc]);
+                    if (fe && fe->res)
+                        row = _mm_add_ps(row, _mm_maskload_ps(fe->res + ch * fe->ld_res + (long)i * ow, cols));
+                    if (fe && fe->relu)
+                        row = _mm_max_ps(row, _mm_setzero_ps());
                     _mm_maskstore_ps(yo + ch * ohw + (long)i * ow, cols, row);
                 }
             }
@@ -632,8 +676,10 @@ static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw,
     }
 }
 #else
-static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw, int ow, int nrows, int ncols)
+static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw, int ow, int nrows, int ncols,
+                        const tile_ep *fe)
 {
+    (void)fe;  /* NULL: the plain-C build applies every epilogue afterwards */
     for (int o = 0; o < nch; o++) {
         float s[6][4], y[4][4];
         for (int i = 0; i < 6; i++) {
@@ -666,10 +712,25 @@ static void output_block(const plan *p, long t0, long t1, int o0, int o1, const 
 {
     const float *m = s + p->m_off;
     const long mxs = p->tb * p->ob, ohw = (long)p->OH * p->OW;
+#ifdef VL
+    const int fused = ep && (ep->act == MXCC_ACT_NONE || ep->act == MXCC_ACT_RELU);
+#else
+    const int fused = 0;
+#endif
+    tile_ep fe = {0};
+    if (fused) {
+        fe.scale = ep->scale ? ep->scale + o0 : NULL;
+        fe.shift = ep->shift ? ep->shift + o0 : NULL;
+        fe.bias = ep->bias ? ep->bias + o0 : NULL;
+        fe.ld_res = ep->ld_residual;
+        fe.relu = ep->act == MXCC_ACT_RELU;
+    }
     tile_run r = {.t = t0};
     for (; next_run(p, t1, &r); r.t += r.ntx) {
         float *yrow = y + ((long)r.n * p->O + o0) * ohw + 4L * r.ty * p->OW;  /* (o1 - o0) channels, row 4 ty */
         const int nrows = (int)min_l(4, p->OH - 4L * r.ty);
+        const float *res_row = fused && ep->residual  /* the residual at (n, o0, 4 ty, 0) */
+                             ? ep->residual + ((long)r.n * p->O + o0) * ep->ld_residual + 4L * r.ty * p->OW : NULL;
         for (int l = 0; l < r.ntx; l++) {
             const int tx = r.tx + l;
             /* every 4 tiles, the next 64-byte line of each output row: the stores of a tile row go to
@@ -678,10 +739,11 @@ static void output_block(const plan *p, long t0, long t1, int o0, int o1, const 
                 for (int ch = 0; ch < o1 - o0; ch++)
                     for (int i = 0; i < nrows; i++)
                         __builtin_prefetch(yrow + ch * ohw + (long)i * p->OW + min_l(col, p->OW - 1), 1, 3);
+            fe.res = res_row ? res_row + 4L * tx : NULL;
             output_tile(m + (r.t - t0 + l) * p->ob, mxs, o1 - o0, yrow + 4L * tx, ohw, p->OW, nrows,
-                        (int)min_l(4, p->OW - 4L * tx));
+                        (int)min_l(4, p->OW - 4L * tx), fused ? &fe : NULL);
         }
-        if (ep) {  /* per image: the residual's rows are (n, o) */
+        if (ep && !fused) {  /* per image: the residual's rows are (n, o) */
             mxcc_epilogue e = *ep;
             e.per_row = 1;
             if (e.residual)

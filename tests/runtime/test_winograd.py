@@ -187,10 +187,12 @@ ACT = {"NONE": lambda v: v, "RELU": lambda v: np.maximum(v, 0), "SIGMOID": lambd
                                         ("SIGMOID", ("bias",)), ("TANH", ("scale", "bias")), ("SOFTRELU", ("shift",)),
                                         ("SOFTSIGN", ("residual",)), ("LEAKY", ("bias", "residual")),
                                         ("CLIP", ("scale", "shift", "bias", "residual"))])
-def test_epilogue(wg, act, parts):
+def test_epilogue(wg_isa, act, parts):
     """Each part of the epilogue, per output channel (per_row deliberately 0: ignored), the residual with
-    its own leading dimension (ld_residual > OH * OW), batch 2 so that its per-image offset counts."""
-    ffi, lib = wg
+    its own leading dimension (ld_residual > OH * OW), batch 2 so that its per-image offset counts. Every
+    build: the vector output transforms apply scale/shift/bias/residual/relu in registers (other
+    activations, and the plain-C build, in a pass over the rows)."""
+    ffi, lib = wg_isa
     batch, c, o, h, w, pad = 2, 19, 37, 10, 13, 1
     rng = np.random.default_rng(11)
     x = rng.standard_normal((batch, c, h, w)).astype(np.float32)
@@ -244,3 +246,28 @@ def test_winograd_under_address_and_undefined_sanitizers(tmp_path, march):
                OMP_NUM_THREADS="2")
     r = subprocess.run([str(exe), "30"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0 and "runtime error" not in r.stderr, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("act", ["NONE", "RELU"])
+def test_epilogue_same_bits_as_applied_afterwards(wg_isa, act):
+    """The epilogue (in registers on the vector builds, in a pass over the rows on the plain-C one) gives
+    the bits of the convolution without epilogue followed by the epilogue's float32 operations in
+    mxcc_gemm.h's order: x * scale, + shift, + bias, + residual, activation."""
+    ffi, lib = wg_isa
+    batch, c, o, h, w, pad = 2, 9, 21, 11, 7, 1
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((batch, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((o, c, 3, 3)).astype(np.float32)
+    vec = {n: rng.standard_normal(o).astype(np.float32) for n in ("scale", "shift", "bias")}
+    res = rng.standard_normal((batch, o, h * w)).astype(np.float32)
+    ep = ffi.new("mxcc_epilogue *", dict(per_row=1, act=getattr(lib, f"MXCC_ACT_{act}"), ld_residual=h * w,
+                                         residual=ffi.from_buffer("float[]", res),
+                                         **{n: ffi.from_buffer("float[]", v) for n, v in vec.items()}))
+    plain = run(ffi, lib, x, wt, pad)
+    want = plain * vec["scale"][:, None, None]
+    want = want + vec["shift"][:, None, None]
+    want = want + vec["bias"][:, None, None]
+    want = want + res.reshape(plain.shape)
+    if act == "RELU":
+        want = np.where(want > 0, want, np.float32(0))
+    np.testing.assert_array_equal(run(ffi, lib, x, wt, pad, ep=ep), want)
