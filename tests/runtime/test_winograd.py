@@ -53,6 +53,17 @@ def wg_isa(request, tmp_path_factory):
     return _build(tmp_path_factory, request.param)
 
 
+@pytest.fixture(scope="module")
+def wg_small_blocks(tmp_path_factory):
+    """The native build with the smallest blocks (one panel of tiles, NR output channels): every problem
+    past 14 tiles crosses block boundaries inside tile rows and images."""
+    if shutil.which(CC) is None:
+        pytest.skip(f"no C compiler ({CC}) on PATH")
+    from benchmarks.winograd import build_winograd
+    return build_winograd(tmp_path_factory.getbasetemp() / "winograd_build", "native",
+                          ("V_BYTES=1", "M_BYTES=1", "MIN_TB_PANELS=1"))
+
+
 def _guarded(n, fill, align=True):
     """(whole, inner): inner = n floats inside sentinels; 64-byte aligned (the arena's alignment)."""
     raw = np.full(n + 2 * GUARD + 16, SENTINEL, np.float32)
@@ -143,6 +154,20 @@ def test_random_shapes_against_numpy(wg_isa, problem):
     y = run(ffi, lib, x, wt, pad)
     ref, scale = reference(x, wt, pad)
     assert np.max(np.abs(y - ref) / scale) <= TOL
+
+
+@pytest.mark.parametrize("problem", EDGES[3:] + _random_problems(1, 6) + [(2, 7, 40, 28, 28, 1), (3, 5, 9, 9, 30, 0)],
+                         ids=lambda p: "b{}_c{}_o{}_{}x{}_p{}".format(*p))
+def test_small_blocks_against_numpy(wg_small_blocks, problem):
+    ffi, lib = wg_small_blocks
+    batch, c, o, h, w, pad = problem
+    rng = np.random.default_rng(hash(problem) % 2**32)
+    x = rng.standard_normal((batch, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((o, c, 3, 3)).astype(np.float32)
+    ref, scale = reference(x, wt, pad)
+    y = run(ffi, lib, x, wt, pad, threads=2)
+    assert np.max(np.abs(y - ref) / scale) <= TOL
+    np.testing.assert_array_equal(y, run(ffi, lib, x, wt, pad, threads=1))
 
 
 # ResNet-18's 3x3 stride-1 layers (C = O, H = W, pad 1) at small batches, and C past the micro-kernel's KC
