@@ -33,8 +33,9 @@ void mxcc_winograd_f43_weight_f32(int O, int C, const float *w, float *u);
 
 /* Floats of scratch for mxcc_winograd_f43_f32 on this geometry with up to max_threads threads: per thread
  * one block of transformed tiles (all 36 positions, all channels) and its GEMM results for a block of
- * output channels, plus a few rows: ~1.5 MiB per thread for C <= 128, up to ~5 MiB at C = 512 (the block
- * needs >= 56 tiles to reuse U), whatever the batch or the image size. */
+ * output channels, plus a few rows: <= ~1.5 MiB per thread for C <= 128; beyond, the block keeps >= 56 tiles
+ * (to reuse U) and V grows as 36 C 56 floats (4.4 MiB per thread at C = 512, 8.4 at C = 1024); never more
+ * with the batch or the image size. */
 long mxcc_winograd_f43_scratch_floats(const mxcc_conv_geom *g, int batch, int O, int max_threads);
 
 /* y (batch, O, OH, OW) = conv3x3(x (batch, C, H, W), weight) then the epilogue, from u (see above).

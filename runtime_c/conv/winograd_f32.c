@@ -127,6 +127,9 @@ static plan plan_of(const mxcc_conv_geom *g, int batch, int O)
     p.tiles = (long)batch * p.TH * p.TW;
     /* as many MR panels as V_BYTES holds, then balanced: 196 tiles with tb = 112 -> 2 x 98, not 112 + 84 */
     long tb = MR * max_l(MIN_TB_PANELS, V_BYTES / (36L * p.C * (long)sizeof(float) * MR));
+    /* and no more than M_BYTES of M holds for one panel of output channels: without it a layer with few
+     * input channels (C = 3: 1 MiB of V holds 2400 tiles) would need an M of tens of MiB */
+    tb = min_l(tb, MR * max_l(MIN_TB_PANELS, M_BYTES / (36L * NR * (long)sizeof(float) * MR)));
     tb = min_l(tb, round_up(p.tiles, MR));
     tb = round_up(ceil_div(p.tiles, ceil_div(p.tiles, tb)), MR);
     p.tb = tb;
