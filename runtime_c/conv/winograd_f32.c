@@ -581,11 +581,12 @@ static inline __attribute__((always_inline)) void lane_transpose4(const vf r[4],
 #endif
 
 #if defined(__AVX512F__)
-/* FUSED (a constant at both call sites of output_tile) keeps the epilogue's tests out of the unrolled
- * store loops when there is none: with them in, 64@56 ran ~9% slower */
+/* FUSED, RES, RELU (constants at each call site in output_tile) keep the epilogue's tests out of the
+ * unrolled store loops: with runtime tests there, 64@56 ran ~9% slower without an epilogue */
 static inline __attribute__((always_inline)) void output_tile_impl(const float *mt, long mxs, int nch, float *yo,
                                                                    long ohw, int ow, int nrows, int ncols,
-                                                                   const tile_ep *fe, const int FUSED)
+                                                                   const tile_ep *fe, const int FUSED,
+                                                                   const int RES, const int RELU)
 {
     const __mmask16 cols = (__mmask16)((1u << ncols) - 1);
     for (int o = 0; o < nch; o += 16) {
@@ -625,9 +626,9 @@ static inline __attribute__((always_inline)) void output_tile_impl(const float *
                                    : k == 2 ? _mm512_extractf32x4_ps(z[cc], 2) : _mm512_extractf32x4_ps(z[cc], 3);
                     float *dst = yo + ch * ohw + (long)i * ow;
                     __m128 out = v;
-                    if (FUSED && fe->res)
+                    if (RES)
                         out = _mm_add_ps(out, _mm_maskz_loadu_ps((__mmask8)cols, fe->res + ch * fe->ld_res + (long)i * ow));
-                    if (FUSED && fe->relu)
+                    if (RELU)
                         out = _mm_max_ps(out, _mm_setzero_ps());  /* NaN -> 0, as x > 0 ? x : 0 */
                     if (ncols == 4)
                         _mm_storeu_ps(dst, out);
@@ -641,7 +642,8 @@ static inline __attribute__((always_inline)) void output_tile_impl(const float *
 #elif defined(__AVX2__) && defined(__FMA__)
 static inline __attribute__((always_inline)) void output_tile_impl(const float *mt, long mxs, int nch, float *yo,
                                                                    long ohw, int ow, int nrows, int ncols,
-                                                                   const tile_ep *fe, const int FUSED)
+                                                                   const tile_ep *fe, const int FUSED,
+                                                                   const int RES, const int RELU)
 {
     const __m128i cols = _mm_cmpgt_epi32(_mm_set1_epi32(ncols), _mm_setr_epi32(0, 1, 2, 3));
     const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -676,9 +678,9 @@ static inline __attribute__((always_inline)) void output_tile_impl(const float *
                     if (ch - o >= nc)
                         break;
                     __m128 row = k ? _mm256_extractf128_ps(z[cc], 1) : _mm256_castps256_ps128(z[cc]);
-                    if (FUSED && fe->res)
+                    if (RES)
                         row = _mm_add_ps(row, _mm_maskload_ps(fe->res + ch * fe->ld_res + (long)i * ow, cols));
-                    if (FUSED && fe->relu)
+                    if (RELU)
                         row = _mm_max_ps(row, _mm_setzero_ps());
                     _mm_maskstore_ps(yo + ch * ohw + (long)i * ow, cols, row);
                 }
@@ -691,10 +693,16 @@ static inline __attribute__((always_inline)) void output_tile_impl(const float *
 static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw, int ow, int nrows, int ncols,
                         const tile_ep *fe)
 {
-    if (fe)
-        output_tile_impl(mt, mxs, nch, yo, ohw, ow, nrows, ncols, fe, 1);
+    if (!fe)
+        output_tile_impl(mt, mxs, nch, yo, ohw, ow, nrows, ncols, NULL, 0, 0, 0);
+    else if (fe->res && fe->relu)
+        output_tile_impl(mt, mxs, nch, yo, ohw, ow, nrows, ncols, fe, 1, 1, 1);
+    else if (fe->res)
+        output_tile_impl(mt, mxs, nch, yo, ohw, ow, nrows, ncols, fe, 1, 1, 0);
+    else if (fe->relu)
+        output_tile_impl(mt, mxs, nch, yo, ohw, ow, nrows, ncols, fe, 1, 0, 1);
     else
-        output_tile_impl(mt, mxs, nch, yo, ohw, ow, nrows, ncols, NULL, 0);
+        output_tile_impl(mt, mxs, nch, yo, ohw, ow, nrows, ncols, fe, 1, 0, 0);
 }
 #else
 static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw, int ow, int nrows, int ncols,
