@@ -245,9 +245,10 @@ def test_epilogue(wg_isa, act, parts):
     assert np.max(np.abs(y - ref) - TOL * scale - 1e-6 * np.abs(ref)) <= 0
 
 
-# the plain-C transforms (x86-64) are the ones whose every access ASan instruments; the AVX-512 build adds
-# the driver and epilogue with the vector paths' masked stores (the AVX2 path shares their structure)
-@pytest.mark.parametrize("march", ["native", "x86-64"])
+# the plain-C build (x86-64): ASan instruments every access of its transforms and of the driver, blocking
+# and epilogue code all builds share; the vector paths' intrinsics it would not see (their writes are checked
+# by the sentinel guards of every test above, on every build)
+@pytest.mark.parametrize("march", ["x86-64"])
 def test_winograd_under_address_and_undefined_sanitizers(tmp_path, march):
     """tests/runtime/winograd_sanity.c (random geometries against a direct convolution in double, each buffer
     its own exact-size heap block) built with -fsanitize=address,undefined, 2 threads."""
