@@ -1,0 +1,830 @@
+/* Winograd F(4x4, 3x3) convolution (contract and matrices: mxcc_winograd.h).
+ *
+ * Orientation: tiles are the GEMM's rows (MR), output channels its columns (NR), input channels its k.
+ * The weight transform writes U_xi (C x O) as packed B panels once; the input transform writes V_xi
+ * (tiles x C) straight into packed A panels, so the 36 GEMMs are bare micro-kernel calls
+ * (MXCC_UKERNEL_F32, the build's kernel) with no packing step.
+ *
+ * Blocking (per thread, in its scratch):
+ *   V  [36][tb / MR][C][MR]   a block of tb tiles (consecutive in (n, ty, tx) order), all 36 positions,
+ *                             all channels: the A panels of the 36 GEMMs
+ *   M  [36][tb][ob]           their products for a block of ob output channels (row stride ob)
+ *   strip [6][ws]             one tile row of one channel after the vertical half of B^T d B
+ *   zero  [W]                 a zero image row: rows in the padding read it
+ * tb and ob are chosen in plan_of (budgets below): V ~1 MiB and M <= 0.5 MiB for C <= 128, V up to 4 MiB
+ * at C = 512 where U's reuse needs at least 56 tiles per block. For each block of tiles: input transform,
+ * then per block of output channels: 36 GEMMs, output transform into y, epilogue on the rows just written.
+ * A block whose last panel holds <= 7 tiles runs that panel with a smaller AVX-512 kernel (rows_x32).
+ * Threads take contiguous runs of (tile block, output-channel part) units; the output channels are split
+ * only when tile blocks are fewer than 2 per thread (e.g. 512 x 7 x 7, batch 1: 4 tiles).
+ *
+ * Transforms are vectorized across tiles (input: the 16 or 8 tiles of a tile row, after one vertical pass
+ * over the strip in plain C that the compiler vectorizes) and across output channels (output: 16 or 8
+ * channels, transposed in registers to rows of 4 pixels). AVX-512F, AVX2 + FMA and plain-C paths,
+ * chosen at compile time.
+ */
+#include <string.h>
+
+#include <omp.h>
+
+#include "mxcc_winograd.h"
+#include "gemm/gemm_internal.h"
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
+
+#define MR MXCC_GEMM_MR
+#define NR MXCC_GEMM_NR
+#define GUARD 16  /* floats before V: the masked stores of the input transform may start up to 15 before */
+
+/* Block sizes. Each tile block reads all of U (36 C O floats: 9.4 MB at C = O = 256) for 2 tb FLOPs per
+ * float, so tb must stay large enough for U to stream from L3 or memory: at least MIN_TB_PANELS panels (56
+ * tiles on AVX-512: 28 FLOPs per byte of U). Above that, as many tiles as V_BYTES of V (the A panels: 36 C
+ * floats per tile) holds; V then spans 1 MiB (C <= 128) to 4 MiB (C = 512). M (36 tb ob floats) gets
+ * M_BYTES; V is read once per block of ob output channels. */
+#ifndef V_BYTES  /* -D overrides for tuning runs (benchmarks/winograd.py: build_winograd) */
+#define V_BYTES (1024L * 1024)
+#endif
+#ifndef M_BYTES
+#define M_BYTES (512L * 1024)
+#endif
+#ifndef MIN_TB_PANELS
+#define MIN_TB_PANELS 4
+#endif
+
+static long ceil_div(long a, long b) { return (a + b - 1) / b; }
+static long round_up(long a, long b) { return ceil_div(a, b) * b; }
+static long min_l(long a, long b) { return a < b ? a : b; }
+static long max_l(long a, long b) { return a > b ? a : b; }
+
+/* ---- weight transform: U = G g G^T, points 0, 1, -1, 2, -2, inf ------------------------------------- */
+
+static const double G[6][3] = {
+    {1.0 / 4, 0.0, 0.0},
+    {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+    {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+    {1.0 / 24, 1.0 / 12, 1.0 / 6},
+    {1.0 / 24, -1.0 / 12, 1.0 / 6},
+    {0.0, 0.0, 1.0},
+};
+
+/* Floats of one U_xi: ceil(O / NR) panels of (C, NR), what mxcc_gemm_packed_b_floats(C, O) says; computed
+ * here so that this file needs only the micro-kernels and the epilogue of runtime_c/gemm/. */
+static long u_floats(int C, int O)
+{
+    return (long)C * round_up(O, NR);
+}
+
+long mxcc_winograd_f43_weight_floats(int O, int C)
+{
+    return 36L * u_floats(C, O);
+}
+
+void mxcc_winograd_f43_weight_f32(int O, int C, const float *w /* (O, C, 3, 3) */, float *u)
+{
+    const long upx = u_floats(C, O);  /* floats per position xi */
+    memset(u, 0, (size_t)(36 * upx) * sizeof(float));  /* the padding columns of the last panel */
+    for (int o = 0; o < O; o++) {
+        for (int c = 0; c < C; c++) {
+            const float *g = w + ((long)o * C + c) * 9;  /* (3, 3) */
+            double t[6][3];                               /* G g */
+            for (int i = 0; i < 6; i++)
+                for (int j = 0; j < 3; j++)
+                    t[i][j] = G[i][0] * g[j] + G[i][1] * g[3 + j] + G[i][2] * g[6 + j];
+            float *dst = u + (long)(o / NR) * C * NR + (long)c * NR + o % NR;  /* U_0[c, o] in its panel */
+            for (int i = 0; i < 6; i++)
+                for (int j = 0; j < 6; j++)
+                    dst[(i * 6 + j) * upx] = (float)(t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2]);
+        }
+    }
+}
+
+/* ---- the plan: tile geometry, block sizes, scratch layout -------------------------------------------- */
+
+typedef struct plan {
+    int C, H, W, ph, pw, OH, OW, TH, TW, O;
+    long tiles;     /* batch * TH * TW */
+    long tb;        /* tiles per block, a multiple of MR */
+    long ob;        /* output channels per block, a multiple of NR */
+    long ws;        /* floats per strip row */
+    long v_off, m_off, strip_off, zero_off, per_thread;  /* floats, each a multiple of 16 */
+} plan;
+
+static plan plan_of(const mxcc_conv_geom *g, int batch, int O)
+{
+    plan p;
+    p.C = g->channels;
+    p.H = g->in[1];
+    p.W = g->in[2];
+    p.ph = g->pad[1];
+    p.pw = g->pad[2];
+    p.OH = g->out[1];
+    p.OW = g->out[2];
+    p.TH = (int)ceil_div(p.OH, 4);
+    p.TW = (int)ceil_div(p.OW, 4);
+    p.O = O;
+    p.tiles = (long)batch * p.TH * p.TW;
+    /* as many MR panels as V_BYTES holds, then balanced: 196 tiles with tb = 112 -> 2 x 98, not 112 + 84 */
+    long tb = MR * max_l(MIN_TB_PANELS, V_BYTES / (36L * p.C * (long)sizeof(float) * MR));
+    /* and no more than M_BYTES of M holds for one panel of output channels: without it a layer with few
+     * input channels (C = 3: 1 MiB of V holds 2400 tiles) would need an M of tens of MiB */
+    tb = min_l(tb, MR * max_l(MIN_TB_PANELS, M_BYTES / (36L * NR * (long)sizeof(float) * MR)));
+    tb = min_l(tb, round_up(p.tiles, MR));
+    tb = round_up(ceil_div(p.tiles, ceil_div(p.tiles, tb)), MR);
+    p.tb = tb;
+    long ob = NR * max_l(1, M_BYTES / (36L * tb * (long)sizeof(float) * NR));
+    ob = min_l(ob, round_up(O, NR));
+    ob = round_up(ceil_div(O, ceil_div(O, ob)), NR);
+    p.ob = ob;
+    p.ws = 4 * round_up(p.TW, 16) + 16;  /* a 16-tile group reads 4 * 16 + 2 floats */
+    p.v_off = GUARD;
+    p.m_off = p.v_off + round_up(36L * p.C * tb, 16);
+    p.strip_off = p.m_off + round_up(36L * tb * ob, 16);
+    p.zero_off = p.strip_off + 6 * p.ws;
+    p.per_thread = p.zero_off + round_up(p.W, 16);
+    return p;
+}
+
+long mxcc_winograd_f43_scratch_floats(const mxcc_conv_geom *g, int batch, int O, int max_threads)
+{
+    return plan_of(g, batch, O).per_thread * (max_threads > 0 ? max_threads : 1);
+}
+
+/* ---- input transform ---------------------------------------------------------------------------------
+ * B^T = [4  0 -5  0  1  0]     applied to the 6 rows of a tile (vertical), then to the 6 columns of the
+ *       [0 -4 -4  1  1  0]     result (horizontal), as
+ *       [0  4 -4 -1  1  0]       t0 = 4 d0 - 5 d2 + d4          t5 = 4 d1 - 5 d3 + d5
+ *       [0 -2 -1  2  1  0]       t1,2 = (d4 - 4 d2) +- (d3 - 4 d1)
+ *       [0  2 -1 -2  1  0]       t3,4 = (d4 - d2) +- 2 (d3 - d1)
+ *       [0  4  0 -5  0  1]
+ * A tile row strip of one channel: tiles tx0 .. tx0 + ntx - 1 of row ty, columns x = 4 tx0 - pw + x'. */
+
+/* t_i[j] = sum_k B^T[i][k] d_k[j], j < n: the vertical half on 6 image rows. A function of its own for the
+ * restrict parameters: with restrict local pointers GCC 12 found no vector type and ran it scalar. */
+static void bt_rows(long n, const float *restrict d0, const float *restrict d1, const float *restrict d2,
+                    const float *restrict d3, const float *restrict d4, const float *restrict d5,
+                    float *restrict t0, float *restrict t1, float *restrict t2, float *restrict t3,
+                    float *restrict t4, float *restrict t5)
+{
+    for (long j = 0; j < n; j++) {
+        const float a = d4[j] - 4.0f * d2[j], b = d3[j] - 4.0f * d1[j];
+        const float c = d4[j] - d2[j], e = 2.0f * (d3[j] - d1[j]);
+        t0[j] = 4.0f * d0[j] - 5.0f * d2[j] + d4[j];
+        t1[j] = a + b;
+        t2[j] = a - b;
+        t3[j] = c + e;
+        t4[j] = c - e;
+        t5[j] = 4.0f * d1[j] - 5.0f * d3[j] + d5[j];
+    }
+}
+
+/* The columns x' of a strip inside the image: [lo, hi); the rest of [0, 4 ntx + 2) is padding. */
+static void strip_cols(const plan *p, int tx0, int ntx, long *lo, long *hi)
+{
+    const long xs0 = 4L * tx0 - p->pw;  /* image column of x' = 0 */
+    *lo = max_l(0, -xs0);
+    *hi = max_l(*lo, min_l(4L * ntx + 2, p->W - xs0));
+}
+
+/* strip[i][x'] = sum_k B^T[i][k] x[4 ty - ph + k][4 tx0 - pw + x'] for x' in [lo, hi) (strip_cols); the
+ * caller zeroes the rest once for all channels (this writes nothing else). */
+static void strip_vertical(const plan *p, const float *xc /* (H, W) */, const float *zero /* (W,) */,
+                           int ty, int tx0, int ntx, float *restrict strip /* (6, ws) */)
+{
+    const float *row[6];
+    for (int k = 0; k < 6; k++) {
+        const int y = 4 * ty - p->ph + k;
+        row[k] = (y >= 0 && y < p->H) ? xc + (long)y * p->W : zero;
+    }
+    const long xs0 = 4L * tx0 - p->pw;
+    long lo, hi;
+    strip_cols(p, tx0, ntx, &lo, &hi);
+    /* inside the image: x' = lo + j, image column xs0 + lo + j */
+    float *t[6];
+    for (int i = 0; i < 6; i++)
+        t[i] = strip + i * p->ws + lo;
+    bt_rows(hi - lo, row[0] + xs0 + lo, row[1] + xs0 + lo, row[2] + xs0 + lo, row[3] + xs0 + lo,
+            row[4] + xs0 + lo, row[5] + xs0 + lo, t[0], t[1], t[2], t[3], t[4], t[5]);
+}
+
+/* Where tile t of the block (block-local index) lives in V for channel 0, position 0: its panel's row r. */
+static long v_index(const plan *p, long t)
+{
+    return (t / MR) * p->C * MR + t % MR;
+}
+
+#if defined(__AVX512F__)
+#define VL 16
+typedef __m512 vf;
+#define vadd _mm512_add_ps
+#define vsub _mm512_sub_ps
+#define vfmadd(a, b, c) _mm512_fmadd_ps(_mm512_set1_ps(a), b, c)   /* a * b + c */
+#define vunpacklo _mm512_unpacklo_ps
+#define vunpackhi _mm512_unpackhi_ps
+#define vunpacklo_pd(a, b) _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)))
+#define vunpackhi_pd(a, b) _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)))
+#elif defined(__AVX2__) && defined(__FMA__)
+#define VL 8
+typedef __m256 vf;
+#define vadd _mm256_add_ps
+#define vsub _mm256_sub_ps
+#define vfmadd(a, b, c) _mm256_fmadd_ps(_mm256_set1_ps(a), b, c)
+#define vunpacklo _mm256_unpacklo_ps
+#define vunpackhi _mm256_unpackhi_ps
+#define vunpacklo_pd(a, b) _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(a), _mm256_castps_pd(b)))
+#define vunpackhi_pd(a, b) _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(a), _mm256_castps_pd(b)))
+#endif
+
+#ifdef VL
+/* out[j] = B^T[j] . P for the 6 phase vectors P (one 6-vector per lane) */
+static inline __attribute__((always_inline)) void bt6(const vf P[6], vf out[6])
+{
+    const vf a = vfmadd(-4.0f, P[2], P[4]), b = vfmadd(-4.0f, P[1], P[3]);
+    const vf c = vsub(P[4], P[2]), d = vsub(P[3], P[1]);
+    out[0] = vfmadd(4.0f, P[0], vfmadd(-5.0f, P[2], P[4]));
+    out[1] = vadd(a, b);
+    out[2] = vsub(a, b);
+    out[3] = vfmadd(2.0f, d, c);
+    out[4] = vfmadd(-2.0f, d, c);
+    out[5] = vfmadd(4.0f, P[1], vfmadd(-5.0f, P[3], P[5]));
+}
+
+/* The lanes of a group of tiles, cut where they cross a panel boundary: lane l of run r goes to
+ * vc + off[r] + l (the run's first lane at its tile's place). At most 3 runs (VL <= MR + 2). */
+typedef struct runs {
+    int n;
+    long off[3];
+    int lo[3], hi[3];  /* lanes [lo, hi) */
+} runs;
+
+static runs runs_of(const plan *p, long t, int nl)
+{
+    runs rs = {0};
+    for (int l = 0; l < nl;) {
+        const long tt = t + l;
+        const int len = (int)min_l(nl - l, MR - tt % MR);
+        rs.off[rs.n] = v_index(p, tt) - l;  /* >= -(VL - 1): GUARD covers it */
+        rs.lo[rs.n] = l;
+        rs.hi[rs.n] = l + len;
+        rs.n++;
+        l += len;
+    }
+    return rs;
+}
+#endif
+
+#if defined(__AVX512F__)
+/* The phases P[m][l] = strip row[4 l + m], m = 0..5, for the 16 tiles of a group: 4 loads deinterleaved
+ * by 2 two-source permutes per pair + 4 128-bit shuffles; phases 4 and 5 are 0 and 1 shifted by a tile. */
+static inline __attribute__((always_inline)) void phases16(const float *s, vf P[6])
+{
+    const __m512i i01 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+    const __m512i i23 = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
+    const vf a0 = _mm512_loadu_ps(s), a1 = _mm512_loadu_ps(s + 16);
+    const vf a2 = _mm512_loadu_ps(s + 32), a3 = _mm512_loadu_ps(s + 48);
+    const vf b01 = _mm512_permutex2var_ps(a0, i01, a1), b23 = _mm512_permutex2var_ps(a0, i23, a1);
+    const vf c01 = _mm512_permutex2var_ps(a2, i01, a3), c23 = _mm512_permutex2var_ps(a2, i23, a3);
+    P[0] = _mm512_shuffle_f32x4(b01, c01, 0x44);
+    P[1] = _mm512_shuffle_f32x4(b01, c01, 0xEE);
+    P[2] = _mm512_shuffle_f32x4(b23, c23, 0x44);
+    P[3] = _mm512_shuffle_f32x4(b23, c23, 0xEE);
+    P[4] = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(_mm512_set1_ps(s[64])),
+                                                   _mm512_castps_si512(P[0]), 1));
+    P[5] = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(_mm512_set1_ps(s[65])),
+                                                   _mm512_castps_si512(P[1]), 1));
+}
+
+static void strip_horizontal(const plan *p, const float *strip, int ntx, long t, float *vc, long xs)
+{
+    for (int l0 = 0; l0 < ntx; l0 += VL) {
+        const runs rs = runs_of(p, t + l0, (int)min_l(VL, ntx - l0));
+        __mmask16 mk[3];
+        for (int r = 0; r < rs.n; r++)
+            mk[r] = (__mmask16)(((1u << rs.hi[r]) - 1) & ~((1u << rs.lo[r]) - 1));
+        for (int i = 0; i < 6; i++) {
+            vf P[6], V[6];
+            phases16(strip + i * p->ws + 4 * l0, P);
+            bt6(P, V);
+            for (int j = 0; j < 6; j++) {
+                float *dst = vc + (i * 6 + j) * xs;
+                for (int r = 0; r < rs.n; r++)
+                    _mm512_mask_storeu_ps(dst + rs.off[r], mk[r], V[j]);
+            }
+        }
+    }
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+/* The phases for 8 tiles: tiles (l, l + 4) paired in each vector, so that the 4x4 transposes within the
+ * 128-bit lanes leave tiles 0..3 in lane 0 and 4..7 in lane 1; phases 4 and 5 by a lane rotation. */
+static inline __attribute__((always_inline)) void phases8(const float *s, vf P[6])
+{
+#define LOAD2(lo, hi) _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(s + (lo))), _mm_loadu_ps(s + (hi)), 1)
+    const vf a0 = LOAD2(0, 16), a1 = LOAD2(4, 20), a2 = LOAD2(8, 24), a3 = LOAD2(12, 28);
+#undef LOAD2
+    const vf t0 = _mm256_unpacklo_ps(a0, a1), t1 = _mm256_unpacklo_ps(a2, a3);
+    const vf t2 = _mm256_unpackhi_ps(a0, a1), t3 = _mm256_unpackhi_ps(a2, a3);
+    P[0] = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(t0), _mm256_castps_pd(t1)));
+    P[1] = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(t0), _mm256_castps_pd(t1)));
+    P[2] = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(t2), _mm256_castps_pd(t3)));
+    P[3] = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(t2), _mm256_castps_pd(t3)));
+    const __m256i rot = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 7);
+    P[4] = _mm256_blend_ps(_mm256_permutevar8x32_ps(P[0], rot), _mm256_broadcast_ss(s + 32), 0x80);
+    P[5] = _mm256_blend_ps(_mm256_permutevar8x32_ps(P[1], rot), _mm256_broadcast_ss(s + 33), 0x80);
+}
+
+static void strip_horizontal(const plan *p, const float *strip, int ntx, long t, float *vc, long xs)
+{
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int l0 = 0; l0 < ntx; l0 += VL) {
+        const runs rs = runs_of(p, t + l0, (int)min_l(VL, ntx - l0));
+        __m256i mk[3];
+        for (int r = 0; r < rs.n; r++)
+            mk[r] = _mm256_and_si256(_mm256_cmpgt_epi32(iota, _mm256_set1_epi32(rs.lo[r] - 1)),
+                                     _mm256_cmpgt_epi32(_mm256_set1_epi32(rs.hi[r]), iota));
+        for (int i = 0; i < 6; i++) {
+            vf P[6], V[6];
+            phases8(strip + i * p->ws + 4 * l0, P);
+            bt6(P, V);
+            for (int j = 0; j < 6; j++) {
+                float *dst = vc + (i * 6 + j) * xs;
+                for (int r = 0; r < rs.n; r++)
+                    _mm256_maskstore_ps(dst + rs.off[r], mk[r], V[j]);
+            }
+        }
+    }
+}
+#else
+static void strip_horizontal(const plan *p, const float *strip, int ntx, long t, float *vc, long xs)
+{
+    for (int i = 0; i < 6; i++) {
+        const float *s = strip + i * p->ws;  /* (4 ntx + 2,) */
+        for (int l = 0; l < ntx; l++) {
+            const float *d = s + 4 * l;
+            const float a = d[4] - 4.0f * d[2], b = d[3] - 4.0f * d[1];
+            const float c = d[4] - d[2], e = 2.0f * (d[3] - d[1]);
+            const float v[6] = {4.0f * d[0] - 5.0f * d[2] + d[4], a + b, a - b, c + e, c - e,
+                                4.0f * d[1] - 5.0f * d[3] + d[5]};
+            float *dst = vc + v_index(p, t + l);
+            for (int j = 0; j < 6; j++)
+                dst[(i * 6 + j) * xs] = v[j];
+        }
+    }
+}
+#endif
+
+/* The tile rows of tiles [t0, t1): calls fn for each maximal run of one tile row. */
+typedef struct tile_run {
+    int n, ty, tx, ntx;
+    long t;  /* global index of (n, ty, tx) */
+} tile_run;
+
+static int next_run(const plan *p, long t1, tile_run *r)
+{
+    if (r->t >= t1)
+        return 0;
+    const long per_image = (long)p->TH * p->TW;
+    r->n = (int)(r->t / per_image);
+    r->ty = (int)(r->t % per_image / p->TW);
+    r->tx = (int)(r->t % p->TW);
+    r->ntx = (int)min_l(p->TW - r->tx, t1 - r->t);
+    return 1;
+}
+
+/* Prefetch rows [y0, y0 + nrows) of a plane (H, W), columns [x0, x0 + n) clipped to the image; write = 1
+ * for rows about to be stored. */
+static void prefetch_rows(const plan *p, const float *plane, int y0, int nrows, long x0, long n, int write)
+{
+    const long a = max_l(0, x0), b = min_l(p->W, x0 + n);
+    for (int y = max_l(0, y0); y < min_l(p->H, (long)y0 + nrows); y++) {
+        const float *row = plane + (long)y * p->W;
+        for (long j = a; j < b; j += 16)
+            write ? __builtin_prefetch(row + j, 1, 3) : __builtin_prefetch(row + j, 0, 3);
+        if (b > a)
+            write ? __builtin_prefetch(row + b - 1, 1, 3) : __builtin_prefetch(row + b - 1, 0, 3);
+    }
+}
+
+/* V (the block's A panels, all 36 positions and channels) for tiles [t0, t1). */
+static void input_block(const plan *p, const float *x, long t0, long t1, float *s)
+{
+    float *v = s + p->v_off;
+    float *strip = s + p->strip_off;
+    const float *zero = s + p->zero_off;
+    const long xs = p->tb * p->C;  /* floats per position xi */
+    const long nt = t1 - t0;
+    if (nt % MR) {  /* rows past the last tile of the last panel: zero, so the micro-kernel adds zeros */
+        const long rem = nt % MR;
+        for (int xi = 0; xi < 36; xi++)
+            for (int c = 0; c < p->C; c++)
+                memset(v + xi * xs + v_index(p, nt - rem) + (long)c * MR + rem, 0, (size_t)(MR - rem) * sizeof(float));
+    }
+    const long plane = (long)p->H * p->W;
+    tile_run r = {.t = t0};
+    for (; next_run(p, t1, &r); r.t += r.ntx) {
+        /* the padding columns, and past the last tile up to what the vector groups read */
+        const long width = 4 * round_up(r.ntx, 16) + 2;
+        long lo, hi;
+        strip_cols(p, r.tx, r.ntx, &lo, &hi);
+        for (int i = 0; i < 6; i++) {
+            memset(strip + i * p->ws, 0, (size_t)lo * sizeof(float));
+            memset(strip + i * p->ws + hi, 0, (size_t)(width - hi) * sizeof(float));
+        }
+        for (int c = 0; c < p->C; c++) {
+            /* the next channel's rows: 6 short rows a plane apart, too scattered for the hardware prefetchers
+             * once x is out of L2 (64@56 batch 16: 16.3 -> see docs) */
+            if (c + 1 < p->C)
+                prefetch_rows(p, x + ((long)r.n * p->C + c + 1) * plane, 4 * r.ty - p->ph, 6,
+                              4L * r.tx - p->pw + lo, hi - lo, 0);
+            strip_vertical(p, x + ((long)r.n * p->C + c) * plane, zero, r.ty, r.tx, r.ntx, strip);
+            strip_horizontal(p, strip, r.ntx, r.t - t0, v + (long)c * MR, xs);
+        }
+    }
+}
+
+#if defined(__AVX512F__)
+/* The last tile panel of a block with few tiles (16 tiles = 14 + 2 at 256 x 14 x 14, batch 1): the 14x32
+ * kernel computes all 14 rows whatever m is, so m <= 7 rows run here, M rows (a constant) of the same
+ * packed panels: M x 2 accumulators, one B row load per k. Same contract as the micro-kernels. */
+static inline __attribute__((always_inline)) void rows_x32(const int M, int k, const float *restrict ap,
+                                                           const float *restrict bp, float *restrict c, long ldc,
+                                                           int n, int beta)
+{
+    const __mmask16 m0 = n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
+    const __mmask16 m1 = n <= 16 ? 0 : n >= 32 ? 0xFFFF : (__mmask16)((1u << (n - 16)) - 1);
+    __m512 acc[7][2];
+    for (int i = 0; i < M; i++)
+        acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int p = 0; p < k; p++) {
+        const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
+        for (int i = 0; i < M; i++) {
+            const __m512 a = _mm512_set1_ps(ap[i]);
+            acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
+        }
+        ap += MR;
+        bp += NR;
+    }
+    for (int i = 0; i < M; i++) {
+        float *row = c + i * ldc;
+        __m512 x0 = acc[i][0], x1 = acc[i][1];
+        if (beta) {
+            x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, row));
+            x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, row + 16));
+        }
+        _mm512_mask_storeu_ps(row, m0, x0);
+        _mm512_mask_storeu_ps(row + 16, m1, x1);
+    }
+}
+
+static void ukernel(int k, const float *ap, const float *bp, float *c, int ldc, int m, int n, int beta)
+{
+    switch (m) {
+    case 1: rows_x32(1, k, ap, bp, c, ldc, n, beta); break;
+    case 2: rows_x32(2, k, ap, bp, c, ldc, n, beta); break;
+    case 3: rows_x32(3, k, ap, bp, c, ldc, n, beta); break;
+    case 4: rows_x32(4, k, ap, bp, c, ldc, n, beta); break;
+    case 5: rows_x32(5, k, ap, bp, c, ldc, n, beta); break;
+    case 6: rows_x32(6, k, ap, bp, c, ldc, n, beta); break;
+    case 7: rows_x32(7, k, ap, bp, c, ldc, n, beta); break;
+    default: MXCC_UKERNEL_F32(k, ap, bp, c, ldc, m, n, beta);
+    }
+}
+#define UKERNEL ukernel
+#else
+#define UKERNEL MXCC_UKERNEL_F32
+#endif
+
+/* ---- the 36 GEMMs: M_xi[t, o] = sum_c V_xi[t, c] U_xi[c, o] for the block's tiles and panels [q0, q1) --- */
+
+static void gemm_block(const plan *p, const float *u, long nt, int q0, int q1, float *s)
+{
+    const float *v = s + p->v_off;
+    float *m = s + p->m_off;
+    const long xs = p->tb * p->C, upx = u_floats(p->C, p->O);
+    const int C = p->C;
+    const int nk = (int)ceil_div(C, MXCC_GEMM_KC);  /* k split only past the GEMM's KC (C > 512 on AVX-512) */
+    for (int xi = 0; xi < 36; xi++) {
+        const float *vx = v + xi * xs;              /* (tb / MR) panels of (C, MR) */
+        const float *ux = u + xi * upx;             /* ceil(O / NR) panels of (C, NR) */
+        float *mx = m + xi * p->tb * p->ob;         /* (tb, ob) */
+        for (int q = q0; q < q1; q++) {
+            const int n = (int)min_l(NR, p->O - (long)q * NR);
+            const float *up = ux + (long)q * C * NR;
+            float *mq = mx + (long)(q - q0) * NR;
+            for (long tp = 0; tp * MR < nt; tp++) {
+                const int mrows = (int)min_l(MR, nt - tp * MR);
+                const float *vp = vx + tp * C * MR;
+                for (int kk = 0; kk < nk; kk++) {
+                    const int k0 = (int)((long)C * kk / nk), k1 = (int)((long)C * (kk + 1) / nk);
+                    UKERNEL(k1 - k0, vp + (long)k0 * MR, up + (long)k0 * NR, mq + tp * MR * p->ob,
+                            (int)p->ob, mrows, n, kk > 0);
+                }
+            }
+        }
+    }
+}
+
+/* The epilogue parts the vector output transforms apply in registers (the common ones: folded BatchNorm,
+ * bias, residual, relu); other activations run mxcc_epilogue_apply_f32 over the rows afterwards. The same
+ * operations in the same order as that function (separate multiply and adds, relu as max(x, 0) with NaN
+ * -> 0), so both give the same bits. Pointers are at the tile's first channel (and pixel, for res). */
+typedef struct tile_ep {
+    const float *scale, *shift, *bias;  /* (nch,) or NULL */
+    const float *res;                   /* the residual at (channel o0, row 4 ty, column 4 tx), or NULL */
+    long ld_res;                        /* floats between the residual's channels */
+    int relu;
+} tile_ep;
+
+/* ---- output transform ----------------------------------------------------------------------------------
+ * A^T = [1 1  1 1  1 0]    per row of M then per column:  a = m1 + m2, b = m1 - m2, c = m3 + m4, d = m3 - m4
+ *       [0 1 -1 2 -2 0]    y0 = m0 + a + c, y1 = b + 2 d, y2 = a + 4 c, y3 = b + 8 d + m5
+ *       [0 1  1 4  4 0]
+ *       [0 1 -1 8 -8 1]
+ * One tile, channels [0, nch) of the block: mt = M at the tile (position xi at mt[xi * mxs + o]);
+ * yo = y at (channel o0, row 4 ty, column 4 tx); nrows x ncols of the 4x4 are inside the image. */
+
+#ifdef VL
+static inline __attribute__((always_inline)) void at6(const vf m[6], vf y[4])
+{
+    const vf a = vadd(m[1], m[2]), b = vsub(m[1], m[2]), c = vadd(m[3], m[4]), d = vsub(m[3], m[4]);
+    y[0] = vadd(vadd(m[0], a), c);
+    y[1] = vfmadd(2.0f, d, b);
+    y[2] = vfmadd(4.0f, c, a);
+    y[3] = vadd(vfmadd(8.0f, d, b), m[5]);
+}
+
+/* y[i][q] = (A^T S)[i][q] for VL channels, S = M A (the caller's rows: s[i] = at6 of row i of M, computed
+ * as each row is loaded: 36 loaded vectors would not fit the registers) */
+static inline __attribute__((always_inline)) void at_cols(const vf s[6][4], vf y[4][4])
+{
+    for (int q = 0; q < 4; q++) {
+        const vf col[6] = {s[0][q], s[1][q], s[2][q], s[3][q], s[4][q], s[5][q]};
+        vf yq[4];
+        at6(col, yq);
+        for (int i = 0; i < 4; i++)
+            y[i][q] = yq[i];
+    }
+}
+
+/* 4x4 transposes within each 128-bit lane: r[q] = pixel q of a row for the VL channels -> z[c'] lane k =
+ * that row's 4 pixels for channel 4k + c' */
+static inline __attribute__((always_inline)) void lane_transpose4(const vf r[4], vf z[4])
+{
+    const vf t0 = vunpacklo(r[0], r[1]), t1 = vunpacklo(r[2], r[3]);
+    const vf t2 = vunpackhi(r[0], r[1]), t3 = vunpackhi(r[2], r[3]);
+    z[0] = vunpacklo_pd(t0, t1);
+    z[1] = vunpackhi_pd(t0, t1);
+    z[2] = vunpacklo_pd(t2, t3);
+    z[3] = vunpackhi_pd(t2, t3);
+}
+#endif
+
+#if defined(__AVX512F__)
+/* FUSED, RES, RELU (constants at each call site in output_tile) keep the epilogue's tests out of the
+ * unrolled store loops: with runtime tests there, 64@56 ran ~9% slower without an epilogue */
+static inline __attribute__((always_inline)) void output_tile_impl(const float *mt, long mxs, int nch, float *yo,
+                                                                   long ohw, int ow, int nrows, int ncols,
+                                                                   const tile_ep *fe, const int FUSED,
+                                                                   const int RES, const int RELU)
+{
+    const __mmask16 cols = (__mmask16)((1u << ncols) - 1);
+    for (int o = 0; o < nch; o += 16) {
+        const int nc = (int)min_l(16, nch - o);
+        const __mmask16 lanes = (__mmask16)((1u << nc) - 1);
+        vf s[6][4], y[4][4];
+        for (int i = 0; i < 6; i++) {
+            vf m[6];
+            for (int j = 0; j < 6; j++)
+                m[j] = _mm512_maskz_loadu_ps(lanes, mt + (i * 6 + j) * mxs + o);
+            at6(m, s[i]);
+        }
+        at_cols(s, y);
+        if (FUSED) {  /* per channel: the lanes */
+            const float *vec[3] = {fe->scale, fe->shift, fe->bias};
+            for (int e = 0; e < 3; e++) {
+                if (!vec[e])
+                    continue;
+                const vf v = _mm512_maskz_loadu_ps(lanes, vec[e] + o);
+                for (int i = 0; i < 4; i++)
+                    for (int q = 0; q < 4; q++)
+                        y[i][q] = e == 0 ? _mm512_mul_ps(y[i][q], v) : _mm512_add_ps(y[i][q], v);
+            }
+        }
+        for (int i = 0; i < nrows; i++) {
+            vf z[4];  /* z[c'] lane k = row i (4 pixels) of channel o + 4k + c' */
+            lane_transpose4(y[i], z);
+            /* lane k of z[c'] as one 16-byte store (a masked 64-byte store at an offset pointer measured
+             * slower: it spans two cache lines) */
+            for (int k = 0; k < 4; k++) {
+                for (int cc = 0; cc < 4; cc++) {
+                    const int ch = o + 4 * k + cc;
+                    if (ch - o >= nc)
+                        break;
+                    const __m128 v = k == 0 ? _mm512_castps512_ps128(z[cc])
+                                   : k == 1 ? _mm512_extractf32x4_ps(z[cc], 1)
+                                   : k == 2 ? _mm512_extractf32x4_ps(z[cc], 2) : _mm512_extractf32x4_ps(z[cc], 3);
+                    float *dst = yo + ch * ohw + (long)i * ow;
+                    __m128 out = v;
+                    if (RES)
+                        out = _mm_add_ps(out, _mm_maskz_loadu_ps((__mmask8)cols, fe->res + ch * fe->ld_res + (long)i * ow));
+                    if (RELU)
+                        out = _mm_max_ps(out, _mm_setzero_ps());  /* NaN -> 0, as x > 0 ? x : 0 */
+                    if (ncols == 4)
+                        _mm_storeu_ps(dst, out);
+                    else
+                        _mm_mask_storeu_ps(dst, (__mmask8)cols, out);
+                }
+            }
+        }
+    }
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+static inline __attribute__((always_inline)) void output_tile_impl(const float *mt, long mxs, int nch, float *yo,
+                                                                   long ohw, int ow, int nrows, int ncols,
+                                                                   const tile_ep *fe, const int FUSED,
+                                                                   const int RES, const int RELU)
+{
+    const __m128i cols = _mm_cmpgt_epi32(_mm_set1_epi32(ncols), _mm_setr_epi32(0, 1, 2, 3));
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int o = 0; o < nch; o += 8) {
+        const int nc = (int)min_l(8, nch - o);
+        const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc), iota);
+        vf s[6][4], y[4][4];
+        for (int i = 0; i < 6; i++) {
+            vf m[6];
+            for (int j = 0; j < 6; j++)
+                m[j] = _mm256_maskload_ps(mt + (i * 6 + j) * mxs + o, lanes);
+            at6(m, s[i]);
+        }
+        at_cols(s, y);
+        if (FUSED) {
+            const float *vec[3] = {fe->scale, fe->shift, fe->bias};
+            for (int e = 0; e < 3; e++) {
+                if (!vec[e])
+                    continue;
+                const vf v = _mm256_maskload_ps(vec[e] + o, lanes);
+                for (int i = 0; i < 4; i++)
+                    for (int q = 0; q < 4; q++)
+                        y[i][q] = e == 0 ? _mm256_mul_ps(y[i][q], v) : _mm256_add_ps(y[i][q], v);
+            }
+        }
+        for (int i = 0; i < nrows; i++) {
+            vf z[4];
+            lane_transpose4(y[i], z);
+            for (int k = 0; k < 2; k++) {
+                for (int cc = 0; cc < 4; cc++) {
+                    const int ch = o + 4 * k + cc;
+                    if (ch - o >= nc)
+                        break;
+                    __m128 row = k ? _mm256_extractf128_ps(z[cc], 1) : _mm256_castps256_ps128(z[cc]);
+                    if (RES)
+                        row = _mm_add_ps(row, _mm_maskload_ps(fe->res + ch * fe->ld_res + (long)i * ow, cols));
+                    if (RELU)
+                        row = _mm_max_ps(row, _mm_setzero_ps());
+                    _mm_maskstore_ps(yo + ch * ohw + (long)i * ow, cols, row);
+                }
+            }
+        }
+    }
+}
+#endif
+#ifdef VL
+static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw, int ow, int nrows, int ncols,
+                        const tile_ep *fe)
+{
+    if (!fe)
+        output_tile_impl(mt, mxs, nch, yo, ohw, ow, nrows, ncols, NULL, 0, 0, 0);
+    else if (fe->res && fe->relu)
+        output_tile_impl(mt, mxs, nch, yo, ohw, ow, nrows, ncols, fe, 1, 1, 1);
+    else if (fe->res)
+        output_tile_impl(mt, mxs, nch, yo, ohw, ow, nrows, ncols, fe, 1, 1, 0);
+    else if (fe->relu)
+        output_tile_impl(mt, mxs, nch, yo, ohw, ow, nrows, ncols, fe, 1, 0, 1);
+    else
+        output_tile_impl(mt, mxs, nch, yo, ohw, ow, nrows, ncols, fe, 1, 0, 0);
+}
+#else
+static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw, int ow, int nrows, int ncols,
+                        const tile_ep *fe)
+{
+    (void)fe;  /* NULL: the plain-C build applies every epilogue afterwards */
+    for (int o = 0; o < nch; o++) {
+        float s[6][4], y[4][4];
+        for (int i = 0; i < 6; i++) {
+            const float *m = mt + i * 6 * mxs + o;  /* m[j * mxs] = M[i][j] */
+            const float a = m[mxs] + m[2 * mxs], b = m[mxs] - m[2 * mxs];
+            const float c = m[3 * mxs] + m[4 * mxs], d = m[3 * mxs] - m[4 * mxs];
+            s[i][0] = m[0] + a + c;
+            s[i][1] = b + 2.0f * d;
+            s[i][2] = a + 4.0f * c;
+            s[i][3] = b + 8.0f * d + m[5 * mxs];
+        }
+        for (int q = 0; q < 4; q++) {
+            const float a = s[1][q] + s[2][q], b = s[1][q] - s[2][q];
+            const float c = s[3][q] + s[4][q], d = s[3][q] - s[4][q];
+            y[0][q] = s[0][q] + a + c;
+            y[1][q] = b + 2.0f * d;
+            y[2][q] = a + 4.0f * c;
+            y[3][q] = b + 8.0f * d + s[5][q];
+        }
+        for (int i = 0; i < nrows; i++)
+            for (int q = 0; q < ncols; q++)
+                yo[o * ohw + (long)i * ow + q] = y[i][q];
+    }
+}
+#endif
+
+/* y for tiles [t0, t1) and channels [o0, o1) from M, then the epilogue on the rows written. */
+static void output_block(const plan *p, long t0, long t1, int o0, int o1, const mxcc_epilogue *ep, float *y,
+                         const float *s)
+{
+    const float *m = s + p->m_off;
+    const long mxs = p->tb * p->ob, ohw = (long)p->OH * p->OW;
+#ifdef VL
+    const int fused = ep && (ep->act == MXCC_ACT_NONE || ep->act == MXCC_ACT_RELU);
+#else
+    const int fused = 0;
+#endif
+    tile_ep fe = {0};
+    if (fused) {
+        fe.scale = ep->scale ? ep->scale + o0 : NULL;
+        fe.shift = ep->shift ? ep->shift + o0 : NULL;
+        fe.bias = ep->bias ? ep->bias + o0 : NULL;
+        fe.ld_res = ep->ld_residual;
+        fe.relu = ep->act == MXCC_ACT_RELU;
+    }
+    tile_run r = {.t = t0};
+    for (; next_run(p, t1, &r); r.t += r.ntx) {
+        float *yrow = y + ((long)r.n * p->O + o0) * ohw + 4L * r.ty * p->OW;  /* (o1 - o0) channels, row 4 ty */
+        const int nrows = (int)min_l(4, p->OH - 4L * r.ty);
+        const float *res_row = fused && ep->residual  /* the residual at (n, o0, 4 ty, 0) */
+                             ? ep->residual + ((long)r.n * p->O + o0) * ep->ld_residual + 4L * r.ty * p->OW : NULL;
+        for (int l = 0; l < r.ntx; l++) {
+            const int tx = r.tx + l;
+            /* every 4 tiles, the next 64-byte line of each output row: the stores of a tile row go to
+             * (o1 - o0) x 4 rows, more streams than the hardware prefetchers follow */
+            for (long col = l == 0 ? 4L * tx : 4L * tx + 16; (l == 0 || tx % 4 == 0) && col <= 4L * tx + 16; col += 16)
+                for (int ch = 0; ch < o1 - o0; ch++)
+                    for (int i = 0; i < nrows; i++)
+                        __builtin_prefetch(yrow + ch * ohw + (long)i * p->OW + min_l(col, p->OW - 1), 1, 3);
+            fe.res = res_row ? res_row + 4L * tx : NULL;
+            output_tile(m + (r.t - t0 + l) * p->ob, mxs, o1 - o0, yrow + 4L * tx, ohw, p->OW, nrows,
+                        (int)min_l(4, p->OW - 4L * tx), fused ? &fe : NULL);
+        }
+        if (ep && !fused) {  /* per image: the residual's rows are (n, o) */
+            mxcc_epilogue e = *ep;
+            e.per_row = 1;
+            if (e.residual)
+                e.residual += (long)r.n * p->O * e.ld_residual;
+            const long c0 = 4L * r.tx, c1 = min_l(p->OW, 4L * (r.tx + r.ntx));
+            for (int i = 0; i < nrows; i++) {
+                const long j0 = (4L * r.ty + i) * p->OW + c0;
+                mxcc_epilogue_apply_f32(&e, y + ((long)r.n * p->O + o0) * ohw + j0, (int)ohw, o0, (int)j0,
+                                        o1 - o0, (int)(c1 - c0));
+            }
+        }
+    }
+}
+
+/* ---- driver ---------------------------------------------------------------------------------------- */
+
+void mxcc_winograd_f43_f32(const mxcc_conv_geom *g, int batch, int O, const float *x, const float *u,
+                           const mxcc_epilogue *ep, float *y, float *scratch, int parallel)
+{
+    const plan pl = plan_of(g, batch, O);
+    const plan *p = &pl;
+    if (p->tiles <= 0 || O <= 0)
+        return;
+    if (mxcc_epilogue_is_noop(ep))
+        ep = NULL;
+    const long nblocks = ceil_div(p->tiles, p->tb);
+    const int npanels = (int)ceil_div(O, NR), bpanels = (int)(p->ob / NR);
+    int nt = (parallel && omp_get_level() == 0) ? omp_get_max_threads() : 1;
+    /* units = (tile block, part of the output channels); parts only when blocks are few for the team */
+    const int nparts = nt > 1 && nblocks < 2L * nt ? (int)min_l(npanels, ceil_div(2L * nt, nblocks)) : 1;
+    const long units = nblocks * nparts;
+    nt = (int)min_l(nt, units);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        const int team = omp_get_num_threads(), tid = omp_get_thread_num();
+        float *s = scratch + tid * p->per_thread;
+        memset(s + p->zero_off, 0, (size_t)p->W * sizeof(float));
+        long have = -1;  /* the block whose V this thread's scratch holds */
+        for (long un = units * tid / team; un < units * (tid + 1) / team; un++) {
+            const long b = un / nparts;
+            const int part = (int)(un % nparts);
+            const long t0 = b * p->tb, t1 = min_l(p->tiles, t0 + p->tb);
+            if (b != have) {
+                input_block(p, x, t0, t1, s);
+                have = b;
+            }
+            const int pa = (int)((long)npanels * part / nparts), pb = (int)((long)npanels * (part + 1) / nparts);
+            for (int q0 = pa; q0 < pb; q0 += bpanels) {
+                const int q1 = (int)min_l(pb, q0 + bpanels);
+                gemm_block(p, u, t1 - t0, q0, q1, s);
+                output_block(p, t0, t1, q0 * NR, (int)min_l(O, (long)q1 * NR), ep, y, s);
+            }
+        }
+    }
+}
