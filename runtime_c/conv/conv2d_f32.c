@@ -6,6 +6,12 @@
  * vectorize or become memcpy. The `_ref` twins are the plain loops with a bounds test per element.
  */
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static inline int omp_get_num_threads(void) { return 1; }
+static inline int omp_get_thread_num(void) { return 0; }
+#endif
 
 #include "mxcc_conv.h"
 #include "mxcc_math.h"
@@ -290,6 +296,7 @@ static inline vm v_lanes(int lo, int hi)   /* lanes l with lo <= l < hi */
     hi = hi > VL ? VL : hi;
     return hi <= lo ? 0 : (vm)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
 }
+static inline vm v_mask_bits(unsigned bits) { return (vm)bits; }   /* lane l: bit l */
 static inline vf v_even(vf a, vf b)
 {
     return _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);
@@ -322,6 +329,11 @@ static inline vm v_lanes(int lo, int hi)
     const __m256i l = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     return _mm256_and_si256(_mm256_cmpgt_epi32(l, _mm256_set1_epi32(lo - 1)), _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), l));
 }
+static inline vm v_mask_bits(unsigned bits)
+{
+    const __m256i b = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)bits), b), b);
+}
 /* per 128-bit lane (a0 a2 b0 b2 | a4 a6 b4 b6), then the 64-bit pairs in the order 0 2 1 3 */
 static inline vf v_even(vf a, vf b)
 {
@@ -345,6 +357,7 @@ static inline vf v_leaky(vf x, vf alpha)
 
 /* Register blocks per ISA: R rows x U vectors of accumulators next to the KW loaded vectors and the
  * broadcast taps (32 zmm / 16 ymm registers). */
+#ifndef DW_R
 #if defined(__AVX512F__)
 #define DW_R 4
 #define DW_U 2
@@ -352,8 +365,10 @@ static inline vf v_leaky(vf x, vf alpha)
 #define DW_R 4
 #define DW_U 1
 #endif
+#endif
 
-/* One channel plane and its epilogue, as the vector kernels read them. */
+/* One channel plane and its epilogue, as the vector kernels read them: the geometry and epilogue kind are
+ * the call's, the pointers and the channel's constants are set per plane (dw_plane_at). */
 typedef struct dw_plane {
     const float *x;       /* (H, W) input plane */
     const float *w;       /* (KH, KW) the channel's taps */
@@ -366,73 +381,110 @@ typedef struct dw_plane {
     float alpha, lo, hi;
 } dw_plane;
 
-/* The epilogue on one output vector (lanes m when masked) before its store. */
-DW_INLINE vf dw_epilogue(const dw_plane *p, vf v, long at, int masked, vm m)
+/* What the planes of one call share. */
+typedef struct dw_call {
+    const mxcc_conv_geom *g;
+    const float *x, *w;       /* (N, C, H, W), (C, KH, KW) */
+    float *y;                 /* (N, C, OH, OW) */
+    const mxcc_epilogue *ep;  /* NULL: none */
+    int act_after;            /* an activation without a vector form: activate() over each finished plane */
+    dw_plane base;            /* the geometry and the epilogue kind, no plane yet */
+    const vm *flat_mask;      /* dw_planes_flat: [vector * taps + tap] */
+    const long *flat_off;     /* dw_planes_flat: [tap] */
+    int flat_vecs;            /* dw_planes_flat: vectors per plane, a multiple of DW_FLAT_GROUP */
+} dw_call;
+
+/* p's pointers and channel constants for plane i = (n, c) of the call. */
+DW_INLINE void dw_plane_at(dw_plane *p, const dw_call *a, long i)
 {
-    if (p->has_mul)
-        v = v_fma(v, v_set1(p->mul), v_set1(p->add));
-    else if (p->has_add)
-        v = v_add(v, v_set1(p->add));
-    if (p->res)
-        v = v_add(v, masked ? v_load_m(p->res + at, m) : v_load(p->res + at));
-    switch (p->act) {
-    case MXCC_ACT_RELU: v = v_relu(v); break;
-    case MXCC_ACT_LEAKY: v = v_leaky(v, v_set1(p->alpha)); break;
-    case MXCC_ACT_CLIP: v = v_clip(v, v_set1(p->lo), v_set1(p->hi)); break;
-    default: break;
+    const mxcc_conv_geom *g = a->g;
+    const int c = (int)(i % g->channels);
+    p->x = a->x + i * g->in[1] * g->in[2];
+    p->w = a->w + (long)c * g->k[1] * g->k[2];
+    p->y = a->y + i * g->out[1] * g->out[2];
+    const mxcc_epilogue *ep = a->ep;
+    if (ep) {
+        p->mul = ep->scale ? ep->scale[c] : 1.0f;
+        p->add = (ep->shift ? ep->shift[c] : 0.0f) + (ep->bias ? ep->bias[c] : 0.0f);
+        p->res = ep->residual ? ep->residual + (long)c * ep->ld_residual : NULL;
     }
-    return v;
 }
 
-/* The epilogue on a block's accumulators (each test once per block, not per vector), then the stores:
- * rows past OH are dropped, lanes past OW too (masked). */
-DW_INLINE void dw_store(const dw_plane *p, vf acc[DW_R][DW_U], int oh0, int ow0, const int R, const int U,
-                        const int masked)
+/* The epilogue on n accumulators, each test once per call rather than per vector: y = acc * mul + add
+ * (dw_affine), + residual (the caller's), then the activation (dw_act). */
+DW_INLINE void dw_affine(const dw_plane *p, vf *acc, const int n)
 {
-    const int nr = p->OH - oh0 < R ? p->OH - oh0 : R;   /* rows of the block inside the output */
-    vm sm[DW_U];
-#pragma GCC unroll 8
-    for (int u = 0; u < U; u++)
-        sm[u] = v_lanes(0, masked ? p->OW - (ow0 + u * VL) : VL);
-#define DW_EACH for (int r = 0; r < R; r++) for (int u = 0; u < U; u++)
     if (p->has_mul) {
         const vf mul = v_set1(p->mul), add = v_set1(p->add);
-        DW_EACH acc[r][u] = v_fma(acc[r][u], mul, add);
+#pragma GCC unroll 16
+        for (int i = 0; i < n; i++) acc[i] = v_fma(acc[i], mul, add);
     } else if (p->has_add) {
         const vf add = v_set1(p->add);
-        DW_EACH acc[r][u] = v_add(acc[r][u], add);
+#pragma GCC unroll 16
+        for (int i = 0; i < n; i++) acc[i] = v_add(acc[i], add);
     }
-    if (p->res) {
-        DW_EACH if (r < nr) {
-            const float *res = p->res + (long)(oh0 + r) * p->OW + ow0 + u * VL;
-            acc[r][u] = v_add(acc[r][u], masked ? v_load_m(res, sm[u]) : v_load(res));
-        }
-    }
+}
+
+DW_INLINE void dw_act(const dw_plane *p, vf *acc, const int n)
+{
     switch (p->act) {
     case MXCC_ACT_RELU:
-        DW_EACH acc[r][u] = v_relu(acc[r][u]);
+#pragma GCC unroll 16
+        for (int i = 0; i < n; i++) acc[i] = v_relu(acc[i]);
         break;
     case MXCC_ACT_LEAKY: {
         const vf alpha = v_set1(p->alpha);
-        DW_EACH acc[r][u] = v_leaky(acc[r][u], alpha);
+#pragma GCC unroll 16
+        for (int i = 0; i < n; i++) acc[i] = v_leaky(acc[i], alpha);
         break;
     }
     case MXCC_ACT_CLIP: {
         const vf lo = v_set1(p->lo), hi = v_set1(p->hi);
-        DW_EACH acc[r][u] = v_clip(acc[r][u], lo, hi);
+#pragma GCC unroll 16
+        for (int i = 0; i < n; i++) acc[i] = v_clip(acc[i], lo, hi);
         break;
     }
     default:
         break;
     }
-    DW_EACH if (r < nr) {
-        float *y = p->y + (long)(oh0 + r) * p->OW + ow0 + u * VL;
-        if (masked)
-            v_store_m(y, acc[r][u], sm[u]);
-        else
-            v_store(y, acc[r][u]);
+}
+
+/* A block's accumulators (R rows x U vectors at (oh0, ow0)) through the epilogue into y: rows past OH are
+ * dropped, lanes past OW too (masked). */
+DW_INLINE void dw_store(const dw_plane *p, vf acc[DW_R * DW_U], int oh0, int ow0, const int R, const int U,
+                        const int masked)
+{
+    const int nr = p->OH - oh0 < R ? p->OH - oh0 : R;   /* rows of the block inside the output */
+    vm sm[DW_U];
+#pragma GCC unroll 16
+    for (int u = 0; u < U; u++)
+        sm[u] = v_lanes(0, masked ? p->OW - (ow0 + u * VL) : VL);
+    dw_affine(p, acc, R * U);
+    if (p->res) {
+#pragma GCC unroll 16
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 16
+            for (int u = 0; u < U; u++) {
+                if (r >= nr)   /* not in the loop bound: a constant trip count unrolls, acc stays in registers */
+                    break;
+                const float *res = p->res + (long)(oh0 + r) * p->OW + ow0 + u * VL;
+                acc[r * U + u] = v_add(acc[r * U + u], masked ? v_load_m(res, sm[u]) : v_load(res));
+            }
     }
-#undef DW_EACH
+    dw_act(p, acc, R * U);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; r++) {
+        if (r >= nr)
+            break;
+#pragma GCC unroll 16
+        for (int u = 0; u < U; u++) {
+            float *y = p->y + (long)(oh0 + r) * p->OW + ow0 + u * VL;
+            if (masked)
+                v_store_m(y, acc[r * U + u], sm[u]);
+            else
+                v_store(y, acc[r * U + u]);
+        }
+    }
 }
 
 /* A block of R output rows (oh0..) x U vectors (columns ow0.. in steps of VL) of a KH x KW, stride S,
@@ -446,14 +498,14 @@ DW_INLINE void dw_block(const dw_plane *p, const vf *wv, int oh0, int ow0, const
                         const int R, const int U, const int masked)
 {
     /* fixed sizes (not [R][U]: a variable-length array stays in memory); R <= DW_R, U <= DW_U, KW <= 5 */
-    vf acc[DW_R][DW_U];
+    vf acc[DW_R * DW_U];   /* acc[r * U + u] */
     vm lm[DW_U][6];   /* load masks: stride 1 per tap; stride 2 per half of each pair */
     const int W = p->W, c00 = ow0 * S - p->pw;   /* input column of block lane 0, tap 0 */
 #pragma GCC unroll 8
     for (int u = 0; u < U; u++) {
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++)
-            acc[r][u] = v_zero();
+            acc[r * U + u] = v_zero();
         if (masked) {
             const int c0 = c00 + u * VL * S;
 #pragma GCC unroll 8
@@ -496,79 +548,168 @@ DW_INLINE void dw_block(const dw_plane *p, const vf *wv, int oh0, int ow0, const
                     continue;
 #pragma GCC unroll 8
                 for (int kw = 0; kw < KW; kw++)
-                    acc[r][u] = v_fma(wv[kh * KW + kw], in[kw], acc[r][u]);
+                    acc[r * U + u] = v_fma(wv[kh * KW + kw], in[kw], acc[r * U + u]);
             }
         }
     }
     dw_store(p, acc, oh0, ow0, R, U, masked);
 }
 
-/* A whole plane by dw_block: per block of R rows, the columns in vectors; blocks of U vectors without masks
- * where every load of the block stays inside the input row and the block inside the output row, single
- * masked vectors elsewhere (the edges, and rows narrower than a vector). */
-DW_INLINE void dw_plane_blocked(const dw_plane *plane, const int KH, const int KW, const int S, const int R,
-                                const int U)
+/* Planes p0 .. p1-1 by dw_block: per block of R rows, the columns in vectors; blocks of U vectors without
+ * masks where every load of the block stays inside the input row and the block inside the output row,
+ * single masked vectors elsewhere (the edges, and rows narrower than a vector). */
+DW_INLINE void dw_planes_blocked(const dw_call *a, long p0, long p1, const int KH, const int KW, const int S,
+                                 const int R, const int U)
 {
-    const dw_plane pl = *plane, *p = &pl;   /* a local copy: the stores to y cannot change it */
+    dw_plane pl = a->base, *p = &pl;   /* a local copy: the stores to y cannot change it */
     /* columns a vector starting at ow reads: [ow*S - pw, ow*S - pw + span) */
     const int span = S == 1 ? KW - 1 + VL : (KW - 1) / 2 * 2 + 2 * VL;
     const int ow_lo = (p->pw + S - 1) / S;
     int ow_hi = p->W + p->pw - span >= 0 ? (p->W + p->pw - span) / S : -1;   /* last unmasked vector start */
     if (ow_hi > p->OW - VL)
         ow_hi = p->OW - VL;
-    vf wv[25];   /* the taps, broadcast once per plane */
+    for (long i = p0; i < p1; i++) {
+        dw_plane_at(p, a, i);
+        vf wv[25];   /* the taps, broadcast once per plane */
 #pragma GCC unroll 25
-    for (int t = 0; t < KH * KW; t++)
-        wv[t] = v_set1(p->w[t]);
-    for (int oh0 = 0; oh0 < p->OH; oh0 += R) {
-        int ow = 0;
-        while (ow < p->OW) {
-            if (ow >= ow_lo && ow + (U - 1) * VL <= ow_hi) {
-                dw_block(p, wv, oh0, ow, KH, KW, S, R, U, 0);
-                ow += U * VL;
-            } else if (ow >= ow_lo && ow <= ow_hi) {
-                dw_block(p, wv, oh0, ow, KH, KW, S, R, 1, 0);
-                ow += VL;
-            } else {
-                dw_block(p, wv, oh0, ow, KH, KW, S, R, 1, 1);
-                ow += VL;
+        for (int t = 0; t < KH * KW; t++)
+            wv[t] = v_set1(p->w[t]);
+        for (int oh0 = 0; oh0 < p->OH; oh0 += R) {
+            int ow = 0;
+            while (ow < p->OW) {
+                if (ow >= ow_lo && ow + (U - 1) * VL <= ow_hi) {
+                    dw_block(p, wv, oh0, ow, KH, KW, S, R, U, 0);
+                    ow += U * VL;
+                } else if (ow >= ow_lo && ow <= ow_hi) {
+                    dw_block(p, wv, oh0, ow, KH, KW, S, R, 1, 0);
+                    ow += VL;
+                } else {
+                    dw_block(p, wv, oh0, ow, KH, KW, S, R, 1, 1);
+                    ow += VL;
+                }
             }
         }
+        if (a->act_after)
+            activate(a->ep, p->y, (long)p->OH * p->OW);
     }
 }
 
-static void dw_plane_3x3s1(const dw_plane *p) { dw_plane_blocked(p, 3, 3, 1, DW_R, DW_U); }
-static void dw_plane_3x3s2(const dw_plane *p) { dw_plane_blocked(p, 3, 3, 2, DW_R, DW_U); }
-static void dw_plane_5x5s1(const dw_plane *p) { dw_plane_blocked(p, 5, 5, 1, DW_R, DW_U); }
-static void dw_plane_5x5s2(const dw_plane *p) { dw_plane_blocked(p, 5, 5, 2, DW_R, DW_U); }
+static void dw_planes_3x3s1(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 3, 3, 1, DW_R, DW_U); }
+static void dw_planes_3x3s2(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 3, 3, 2, DW_R, DW_U); }
+static void dw_planes_5x5s1(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 5, 5, 1, DW_R, DW_U); }
+static void dw_planes_5x5s2(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 5, 5, 2, DW_R, DW_U); }
+
+/* Small planes, stride 1, "same" size (OH == H, OW == W: 2 * pad = dilate * (k - 1)), rows too narrow for
+ * the vectors (OW <= VL / 2: the row path would leave more than half the lanes idle). The plane is one flat
+ * array: output q = oh * W + ow reads input q + (kh * dh - ph) * W + kw * dw - pw under tap (kh, kw), so the
+ * vectors run over q across row ends (7x7: 4 vectors instead of 7), and a mask per (vector, tap), computed
+ * once per call, keeps the lanes whose input is inside the image. DW_FLAT_GROUP vectors at a time: that
+ * many FMA chains. */
+#define DW_FLAT_GROUP 4
+#define DW_FLAT_VECS 8
+#define DW_FLAT_TAPS 25
+
+static int dw_flat_fits(const mxcc_conv_geom *g)
+{
+    const int OH = g->out[1], OW = g->out[2];
+    return g->stride[1] == 1 && g->stride[2] == 1 && OH == g->in[1] && OW == g->in[2] && OW <= VL / 2 &&
+           (OH * OW + VL - 1) / VL <= DW_FLAT_VECS && g->k[1] * g->k[2] <= DW_FLAT_TAPS &&
+           2 * g->pad[1] == g->dilate[1] * (g->k[1] - 1) && 2 * g->pad[2] == g->dilate[2] * (g->k[2] - 1);
+}
+
+/* The masks and offsets of dw_planes_flat for g: vectors rounded up to whole groups (the extra ones have
+ * empty masks, so they load and store nothing). */
+static int dw_flat_tables(const mxcc_conv_geom *g, vm *mask, long *off)
+{
+    const int H = g->in[1], W = g->in[2], n = H * W, KH = g->k[1], KW = g->k[2], taps = KH * KW;
+    const int vecs = ((n + VL - 1) / VL + DW_FLAT_GROUP - 1) / DW_FLAT_GROUP * DW_FLAT_GROUP;
+    for (int t = 0; t < taps; t++) {
+        const int dh = t / KW * g->dilate[1] - g->pad[1], dw = t % KW * g->dilate[2] - g->pad[2];
+        off[t] = (long)dh * W + dw;
+        for (int v = 0; v < vecs; v++) {
+            unsigned bits = 0;
+            for (int l = 0; l < VL; l++) {
+                const int q = v * VL + l, ih = q / W + dh, iw = q % W + dw;
+                if (q < n && ih >= 0 && ih < H && iw >= 0 && iw < W)
+                    bits |= 1u << l;
+            }
+            mask[v * taps + t] = v_mask_bits(bits);
+        }
+    }
+    return vecs;
+}
+
+static void dw_planes_flat(const dw_call *a, long p0, long p1)
+{
+    dw_plane pl = a->base, *p = &pl;
+    const int taps = a->g->k[1] * a->g->k[2], n = p->OH * p->OW;
+    for (long i = p0; i < p1; i++) {
+        dw_plane_at(p, a, i);
+        for (int v0 = 0; v0 < a->flat_vecs; v0 += DW_FLAT_GROUP) {
+            vf acc[DW_FLAT_GROUP];
+            for (int v = 0; v < DW_FLAT_GROUP; v++)
+                acc[v] = v_zero();
+            for (int t = 0; t < taps; t++) {
+                const vf wt = v_set1(p->w[t]);
+                const float *xt = p->x + a->flat_off[t] + v0 * VL;   /* may point before the plane: masked */
+                for (int v = 0; v < DW_FLAT_GROUP; v++)
+                    acc[v] = v_fma(wt, v_load_m(xt + v * VL, a->flat_mask[(v0 + v) * taps + t]), acc[v]);
+            }
+            vm sm[DW_FLAT_GROUP];
+            for (int v = 0; v < DW_FLAT_GROUP; v++)
+                sm[v] = v_lanes(0, n - (v0 + v) * VL);
+            dw_affine(p, acc, DW_FLAT_GROUP);
+            if (p->res)
+                for (int v = 0; v < DW_FLAT_GROUP; v++)
+                    acc[v] = v_add(acc[v], v_load_m(p->res + (v0 + v) * VL, sm[v]));
+            dw_act(p, acc, DW_FLAT_GROUP);
+            for (int v = 0; v < DW_FLAT_GROUP; v++)
+                v_store_m(p->y + (v0 + v) * VL, acc[v], sm[v]);
+        }
+        if (a->act_after)
+            activate(a->ep, p->y, (long)n);
+    }
+}
 
 /* Any other geometry with column stride 1 or 2 (other kernel sizes, dilation, unequal strides): one output
  * row and one masked vector at a time, the taps in loops. */
-static void dw_plane_any(const dw_plane *p, const mxcc_conv_geom *g)
+static void dw_planes_any(const dw_call *a, long p0, long p1)
 {
+    const mxcc_conv_geom *g = a->g;
     const int KH = g->k[1], KW = g->k[2], sh = g->stride[1], sw = g->stride[2];
-    const int dh = g->dilate[1], dw = g->dilate[2], W = p->W;
-    for (int oh = 0; oh < p->OH; oh++) {
-        const int ih0 = oh * sh - p->ph;
-        for (int ow = 0; ow < p->OW; ow += VL) {
-            vf acc = v_zero();
-            for (int kh = 0; kh < KH; kh++) {
-                const int ih = ih0 + kh * dh;
-                if (ih < 0 || ih >= p->H)
-                    continue;
-                const float *xr = p->x + (long)ih * W;   /* (W,) */
-                for (int kw = 0; kw < KW; kw++) {
-                    const int c = ow * sw - p->pw + kw * dw;   /* input column of lane 0 */
-                    vf in = v_load_m(xr + c, v_lanes(-c, W - c));
-                    if (sw == 2)
-                        in = v_even(in, v_load_m(xr + c + VL, v_lanes(-c - VL, W - c - VL)));
-                    acc = v_fma(v_set1(p->w[kh * KW + kw]), in, acc);
+    const int dh = g->dilate[1], dw = g->dilate[2];
+    dw_plane pl = a->base, *p = &pl;
+    const int W = p->W;
+    for (long i = p0; i < p1; i++) {
+        dw_plane_at(p, a, i);
+        for (int oh = 0; oh < p->OH; oh++) {
+            const int ih0 = oh * sh - p->ph;
+            for (int ow = 0; ow < p->OW; ow += VL) {
+                vf acc = v_zero();
+                for (int kh = 0; kh < KH; kh++) {
+                    const int ih = ih0 + kh * dh;
+                    if (ih < 0 || ih >= p->H)
+                        continue;
+                    const float *xr = p->x + (long)ih * W;   /* (W,) */
+                    for (int kw = 0; kw < KW; kw++) {
+                        const int c = ow * sw - p->pw + kw * dw;   /* input column of lane 0 */
+                        vf in = v_load_m(xr + c, v_lanes(-c, W - c));
+                        if (sw == 2)
+                            in = v_even(in, v_load_m(xr + c + VL, v_lanes(-c - VL, W - c - VL)));
+                        acc = v_fma(v_set1(p->w[kh * KW + kw]), in, acc);
+                    }
                 }
+                const long at = (long)oh * p->OW + ow;
+                const vm sm = v_lanes(0, p->OW - ow);
+                dw_affine(p, &acc, 1);
+                if (p->res)
+                    acc = v_add(acc, v_load_m(p->res + at, sm));
+                dw_act(p, &acc, 1);
+                v_store_m(p->y + at, acc, sm);
             }
-            const long at = (long)oh * p->OW + ow;
-            const vm sm = v_lanes(0, p->OW - ow);
-            v_store_m(p->y + at, dw_epilogue(p, acc, at, 1, sm), sm);
         }
+        if (a->act_after)
+            activate(a->ep, p->y, (long)p->OH * p->OW);
     }
 }
 #define HAVE_DEPTHWISE_VEC 1
@@ -581,15 +722,39 @@ void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x,
     const int KH = g->k[1], KW = g->k[2];
     const long planes = (long)batch * C;
 #ifdef HAVE_DEPTHWISE_VEC
-    /* the specialized kernels: square 3x3 / 5x5, equal strides 1 or 2, no dilation */
-    const int sq = KH == KW && g->stride[1] == g->stride[2] && g->dilate[1] == 1 && g->dilate[2] == 1;
-    void (*plane_fn)(const dw_plane *) =
-        !sq ? NULL : KH == 3 ? (g->stride[2] == 1 ? dw_plane_3x3s1 : g->stride[2] == 2 ? dw_plane_3x3s2 : NULL)
-                   : KH == 5 ? (g->stride[2] == 1 ? dw_plane_5x5s1 : g->stride[2] == 2 ? dw_plane_5x5s2 : NULL)
-                   : NULL;
-    const int vec = g->stride[2] <= 2;
-    const mxcc_act act = ep ? ep->act : MXCC_ACT_NONE;
-    const int act_after = act != MXCC_ACT_NONE && act != MXCC_ACT_RELU && act != MXCC_ACT_LEAKY && act != MXCC_ACT_CLIP;
+    if (g->stride[2] <= 2) {
+        const mxcc_act act = ep ? ep->act : MXCC_ACT_NONE;
+        dw_call a = {.g = g, .x = x, .w = w, .y = y, .ep = ep,
+                     .act_after = act != MXCC_ACT_NONE && act != MXCC_ACT_RELU && act != MXCC_ACT_LEAKY &&
+                                  act != MXCC_ACT_CLIP,
+                     .base = {.H = H, .W = W, .OH = OH, .OW = OW, .ph = g->pad[1], .pw = g->pad[2], .mul = 1.0f}};
+        if (ep) {
+            a.base.has_mul = ep->scale != NULL;
+            a.base.has_add = ep->shift || ep->bias;
+            a.base.act = act;
+            a.base.alpha = ep->alpha, a.base.lo = ep->lo, a.base.hi = ep->hi;
+        }
+        /* the specialized kernels: square 3x3 / 5x5, equal strides 1 or 2, no dilation */
+        const int sq = KH == KW && g->stride[1] == g->stride[2] && g->dilate[1] == 1 && g->dilate[2] == 1;
+        const int s = g->stride[2];
+        void (*planes_fn)(const dw_call *, long, long) =
+            !sq ? dw_planes_any : KH == 3 ? (s == 1 ? dw_planes_3x3s1 : dw_planes_3x3s2)
+                : KH == 5 ? (s == 1 ? dw_planes_5x5s1 : dw_planes_5x5s2) : dw_planes_any;
+        vm flat_mask[DW_FLAT_VECS * DW_FLAT_TAPS];
+        long flat_off[DW_FLAT_TAPS];
+        if (dw_flat_fits(g)) {
+            a.flat_vecs = dw_flat_tables(g, flat_mask, flat_off);
+            a.flat_mask = flat_mask, a.flat_off = flat_off;
+            planes_fn = dw_planes_flat;
+        }
+        /* the planes split over the threads in equal ranges, as schedule(static) would */
+#pragma omp parallel if (parallel)
+        {
+            const long nt = omp_get_num_threads(), t = omp_get_thread_num();
+            planes_fn(&a, planes * t / nt, planes * (t + 1) / nt);
+        }
+        return;
+    }
 #endif
 #pragma omp parallel for schedule(static) if (parallel)
     for (long p = 0; p < planes; p++) {
@@ -597,27 +762,6 @@ void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x,
         const float *xp = x + p * H * W;           /* (H, W) plane (n, c) */
         const float *wc = w + (long)c * KH * KW;   /* (KH, KW) */
         float *yp = y + p * OH * OW;               /* (OH, OW) */
-#ifdef HAVE_DEPTHWISE_VEC
-        if (vec) {
-            dw_plane pl = {.x = xp, .w = wc, .y = yp, .H = H, .W = W, .OH = OH, .OW = OW, .ph = g->pad[1],
-                           .pw = g->pad[2], .mul = 1.0f, .act = act};
-            if (ep) {
-                pl.has_mul = ep->scale != NULL;
-                pl.mul = ep->scale ? ep->scale[c] : 1.0f;
-                pl.add = (ep->shift ? ep->shift[c] : 0.0f) + (ep->bias ? ep->bias[c] : 0.0f);
-                pl.has_add = ep->shift || ep->bias;
-                pl.res = ep->residual ? ep->residual + (long)c * ep->ld_residual : NULL;
-                pl.alpha = ep->alpha, pl.lo = ep->lo, pl.hi = ep->hi;
-            }
-            if (plane_fn)
-                plane_fn(&pl);
-            else
-                dw_plane_any(&pl, g);
-            if (act_after)
-                activate(ep, yp, (long)OH * OW);
-            continue;
-        }
-#endif
         depthwise_plane_c(g, xp, wc, yp);
         mxcc_conv_epilogue_f32(ep, yp, 1, (long)OH * OW, c);
     }
