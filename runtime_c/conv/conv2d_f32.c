@@ -356,15 +356,18 @@ static inline vf v_leaky(vf x, vf alpha)
 #define DW_INLINE static inline __attribute__((always_inline))
 
 /* Register blocks per ISA: R rows x U vectors of accumulators next to the KW loaded vectors and the
- * broadcast taps (32 zmm / 16 ymm registers). */
-#ifndef DW_R
+ * broadcast taps (32 zmm / 16 ymm registers). AVX-512 runs 3x3 kernels in blocks of DW_R_TALL = 7 rows
+ * where that wastes no more rows past the output than blocks of 4 (MobileNet's 112..7: multiples of 7):
+ * 9 input rows feed 7 output rows instead of 6 feeding 4 (14x14 stride 1: 54 vs 42 GFLOP/s, 28x28: 57 vs
+ * 50, in L2 on this machine). DW_R is the largest R. */
 #if defined(__AVX512F__)
-#define DW_R 4
+#define DW_R 7
+#define DW_R_TALL 7
 #define DW_U 2
 #else
 #define DW_R 4
+#define DW_R_TALL 4
 #define DW_U 1
-#endif
 #endif
 
 /* One channel plane and its epilogue, as the vector kernels read them: the geometry and epilogue kind are
@@ -594,10 +597,23 @@ DW_INLINE void dw_planes_blocked(const dw_call *a, long p0, long p1, const int K
     }
 }
 
-static void dw_planes_3x3s1(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 3, 3, 1, DW_R, DW_U); }
-static void dw_planes_3x3s2(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 3, 3, 2, DW_R, DW_U); }
-static void dw_planes_5x5s1(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 5, 5, 1, DW_R, DW_U); }
-static void dw_planes_5x5s2(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 5, 5, 2, DW_R, DW_U); }
+static void dw_planes_3x3s1(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 3, 3, 1, 4, DW_U); }
+static void dw_planes_3x3s2(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 3, 3, 2, 4, DW_U); }
+static void dw_planes_5x5s1(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 5, 5, 1, 4, DW_U); }
+static void dw_planes_5x5s2(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 5, 5, 2, 4, DW_U); }
+#if DW_R_TALL != 4
+static void dw_planes_3x3s1_tall(const dw_call *a, long p0, long p1)
+{
+    dw_planes_blocked(a, p0, p1, 3, 3, 1, DW_R_TALL, DW_U);
+}
+static void dw_planes_3x3s2_tall(const dw_call *a, long p0, long p1)
+{
+    dw_planes_blocked(a, p0, p1, 3, 3, 2, DW_R_TALL, DW_U);
+}
+#else
+#define dw_planes_3x3s1_tall dw_planes_3x3s1
+#define dw_planes_3x3s2_tall dw_planes_3x3s2
+#endif
 
 /* Small planes, stride 1, "same" size (OH == H, OW == W: 2 * pad = dilate * (k - 1)), rows too narrow for
  * the vectors (OW <= VL / 2: the row path would leave more than half the lanes idle). The plane is one flat
@@ -737,9 +753,13 @@ void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x,
         /* the specialized kernels: square 3x3 / 5x5, equal strides 1 or 2, no dilation */
         const int sq = KH == KW && g->stride[1] == g->stride[2] && g->dilate[1] == 1 && g->dilate[2] == 1;
         const int s = g->stride[2];
+        /* tall blocks unless they waste more rows past the output than blocks of 4 */
+        const int tall = (OH + DW_R_TALL - 1) / DW_R_TALL * DW_R_TALL - OH <= (OH + 3) / 4 * 4 - OH;
         void (*planes_fn)(const dw_call *, long, long) =
-            !sq ? dw_planes_any : KH == 3 ? (s == 1 ? dw_planes_3x3s1 : dw_planes_3x3s2)
-                : KH == 5 ? (s == 1 ? dw_planes_5x5s1 : dw_planes_5x5s2) : dw_planes_any;
+            !sq ? dw_planes_any
+            : KH == 3 ? (s == 1 ? (tall ? dw_planes_3x3s1_tall : dw_planes_3x3s1)
+                                : (tall ? dw_planes_3x3s2_tall : dw_planes_3x3s2))
+            : KH == 5 ? (s == 1 ? dw_planes_5x5s1 : dw_planes_5x5s2) : dw_planes_any;
         vm flat_mask[DW_FLAT_VECS * DW_FLAT_TAPS];
         long flat_off[DW_FLAT_TAPS];
         if (dw_flat_fits(g)) {
