@@ -6,6 +6,12 @@
  * vectorize or become memcpy. The `_ref` twins are the plain loops with a bounds test per element.
  */
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static inline int omp_get_num_threads(void) { return 1; }
+static inline int omp_get_thread_num(void) { return 0; }
+#endif
 
 #include "mxcc_conv.h"
 #include "mxcc_math.h"
@@ -269,175 +275,459 @@ static void depthwise_plane_c(const mxcc_conv_geom *g, const float *xp, const fl
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 
-/* A vector of VL output columns: v_load reads VL consecutive floats, v_load_s2 every other one of 2*VL
- * (stride 2: the even lanes of two loads). */
-/* UNROLL vectors per step: independent FMA chains to cover the FMA latency (4 cycles, 2 ports), within the
- * register file (32 zmm, 16 ymm) next to the broadcast weight and the loads. */
+/* Vectors of VL output columns. vm is a lane mask: masked loads read only the lanes inside the row (the
+ * others are 0 and never touched, so a vector may start before a row or end past it), masked stores write
+ * only the lanes inside the output row. v_even / v_odd deinterleave 2*VL consecutive floats (stride 2). */
 #if defined(__AVX512F__)
 #define VL 16
-#define UNROLL 8
 typedef __m512 vf;
+typedef __mmask16 vm;
 static inline vf v_zero(void) { return _mm512_setzero_ps(); }
 static inline vf v_set1(float a) { return _mm512_set1_ps(a); }
 static inline vf v_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+static inline vf v_add(vf a, vf b) { return _mm512_add_ps(a, b); }
 static inline vf v_load(const float *p) { return _mm512_loadu_ps(p); }
 static inline void v_store(float *p, vf v) { _mm512_storeu_ps(p, v); }
-static inline vf v_load_s2(const float *p)
+static inline vf v_load_m(const float *p, vm m) { return _mm512_maskz_loadu_ps(m, p); }
+static inline void v_store_m(float *p, vf v, vm m) { _mm512_mask_storeu_ps(p, m, v); }
+static inline vm v_lanes(int lo, int hi)   /* lanes l with lo <= l < hi */
 {
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    return _mm512_permutex2var_ps(_mm512_loadu_ps(p), even, _mm512_loadu_ps(p + 16));
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > VL ? VL : hi;
+    return hi <= lo ? 0 : (vm)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+}
+static inline vm v_mask_bits(unsigned bits) { return (vm)bits; }   /* lane l: bit l */
+static inline vf v_even(vf a, vf b)
+{
+    return _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);
+}
+static inline vf v_odd(vf a, vf b)
+{
+    return _mm512_permutex2var_ps(a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);
+}
+/* the activations of mxcc_math.h, NaN included: max/min return their second operand when one is NaN */
+static inline vf v_relu(vf x) { return _mm512_max_ps(x, _mm512_setzero_ps()); }
+static inline vf v_clip(vf x, vf lo, vf hi) { return _mm512_min_ps(hi, _mm512_max_ps(lo, x)); }
+static inline vf v_leaky(vf x, vf alpha)
+{
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ), _mm512_mul_ps(alpha, x), x);
 }
 #else
 #define VL 8
-#define UNROLL 4
 typedef __m256 vf;
+typedef __m256i vm;
 static inline vf v_zero(void) { return _mm256_setzero_ps(); }
 static inline vf v_set1(float a) { return _mm256_set1_ps(a); }
 static inline vf v_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+static inline vf v_add(vf a, vf b) { return _mm256_add_ps(a, b); }
 static inline vf v_load(const float *p) { return _mm256_loadu_ps(p); }
 static inline void v_store(float *p, vf v) { _mm256_storeu_ps(p, v); }
-static inline vf v_load_s2(const float *p)
+static inline vf v_load_m(const float *p, vm m) { return _mm256_maskload_ps(p, m); }
+static inline void v_store_m(float *p, vf v, vm m) { _mm256_maskstore_ps(p, m, v); }
+static inline vm v_lanes(int lo, int hi)
 {
-    /* per 128-bit lane: (p0 p2 p8 p10 | p4 p6 p12 p14), then the 64-bit pairs in order 0 2 1 3 */
-    const __m256 t = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256i l = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_and_si256(_mm256_cmpgt_epi32(l, _mm256_set1_epi32(lo - 1)), _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), l));
+}
+static inline vm v_mask_bits(unsigned bits)
+{
+    const __m256i b = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)bits), b), b);
+}
+/* per 128-bit lane (a0 a2 b0 b2 | a4 a6 b4 b6), then the 64-bit pairs in the order 0 2 1 3 */
+static inline vf v_even(vf a, vf b)
+{
+    const __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+static inline vf v_odd(vf a, vf b)
+{
+    const __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+static inline vf v_relu(vf x) { return _mm256_max_ps(x, _mm256_setzero_ps()); }
+static inline vf v_clip(vf x, vf lo, vf hi) { return _mm256_min_ps(hi, _mm256_max_ps(lo, x)); }
+static inline vf v_leaky(vf x, vf alpha)
+{
+    return _mm256_blendv_ps(_mm256_mul_ps(alpha, x), x, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ));
 }
 #endif
 
-/* Output columns [ow, ow + U*VL) of row oh, taps kh in [kh0, kh1): U accumulators so U FMA chains run
- * side by side (one chain of KH*KW dependent FMAs would wait on the FMA latency). */
-#define DEPTHWISE_CHUNK(U, LOAD)                                                                  \
-    do {                                                                                          \
-        vf acc[U];                                                                                \
-        for (int u = 0; u < U; u++) acc[u] = v_zero();                                            \
-        for (int kh = kh0; kh < kh1; kh++) {                                                      \
-            const long row = (long)(ih0 + kh * dh) * W + (long)ow * sw - pw;   /* >= 0: ow >= a */  \
-            for (int kw = 0; kw < KW; kw++) {                                                     \
-                const vf wv = v_set1(wc[kh * KW + kw]);                                           \
-                const float *xs = xp + row + kw * dw;                                             \
-                for (int u = 0; u < U; u++) acc[u] = v_fma(wv, LOAD(xs + u * VL * sw), acc[u]);   \
-            }                                                                                     \
-        }                                                                                         \
-        for (int u = 0; u < U; u++) v_store(yr + ow + u * VL, acc[u]);                            \
-    } while (0)
+#define DW_INLINE static inline __attribute__((always_inline))
 
-/* Planes whose zero-padded copy fits FLAT_MAX floats, stride (s, s) with s <= 2, at most FLAT_TAPS taps.
- * The copy P (rows of pitch Wp = W + 2 pw) turns every tap into a flat offset: output (oh, ow) reads
- * P[s * (oh * Wp + ow) + kh * dh * Wp + kw * dw], so all of q = oh * Wp + ow runs in vectors with no bounds
- * test, and the columns ow >= OW of each row (Wp - OW of them per row: (s - 1) / s of the work for
- * stride s, 2 pw / Wp for stride 1) are computed and dropped. z holds q's results, then each row's OW
- * columns are copied out. Both buffers are on the stack: 2 x 16 KiB, in the 48 KiB L1 together (and a
- * small stack frame for OpenMP worker threads); 56x56 planes (stride 1 and 2) still fit. */
-#define FLAT_MAX 4096
-#define FLAT_TAPS 32
+/* Register blocks per ISA: R rows x U vectors of accumulators next to the KW loaded vectors and the
+ * broadcast taps (32 zmm / 16 ymm registers). AVX-512 runs 3x3 kernels in blocks of DW_R_TALL = 7 rows
+ * where that wastes no more rows past the output than blocks of 4 (MobileNet's 112..7: multiples of 7):
+ * 9 input rows feed 7 output rows instead of 6 feeding 4 (14x14 stride 1: 54 vs 42 GFLOP/s, 28x28: 57 vs
+ * 50, in L2 on this machine). DW_R is the largest R. */
+#if defined(__AVX512F__)
+#define DW_R 7
+#define DW_R_TALL 7
+#define DW_U 2
+#else
+#define DW_R 4
+#define DW_R_TALL 4
+#define DW_U 1
+#endif
 
-static int flat_fits(const mxcc_conv_geom *g)
+/* One channel plane and its epilogue, as the vector kernels read them: the geometry and epilogue kind are
+ * the call's, the pointers and the channel's constants are set per plane (dw_plane_at). */
+typedef struct dw_plane {
+    const float *x;       /* (H, W) input plane */
+    const float *w;       /* (KH, KW) the channel's taps */
+    float *y;             /* (OH, OW) output plane */
+    const float *res;     /* (OH, OW) residual plane, or NULL */
+    int H, W, OH, OW, ph, pw;
+    int has_mul, has_add; /* y = acc * mul + add: scale, shift + bias */
+    float mul, add;
+    int act;              /* applied on the registers: NONE, RELU, LEAKY, CLIP; others after the plane */
+    float alpha, lo, hi;
+} dw_plane;
+
+/* What the planes of one call share. */
+typedef struct dw_call {
+    const mxcc_conv_geom *g;
+    const float *x, *w;       /* (N, C, H, W), (C, KH, KW) */
+    float *y;                 /* (N, C, OH, OW) */
+    const mxcc_epilogue *ep;  /* NULL: none */
+    int act_after;            /* an activation without a vector form: activate() over each finished plane */
+    dw_plane base;            /* the geometry and the epilogue kind, no plane yet */
+    const vm *flat_mask;      /* dw_planes_flat: [vector * taps + tap] */
+    const long *flat_off;     /* dw_planes_flat: [tap] */
+    int flat_vecs;            /* dw_planes_flat: vectors per plane, a multiple of DW_FLAT_GROUP */
+} dw_call;
+
+/* p's pointers and channel constants for plane i = (n, c) of the call. */
+DW_INLINE void dw_plane_at(dw_plane *p, const dw_call *a, long i)
 {
-    const int s = g->stride[2], Wp = g->in[2] + 2 * g->pad[2];
-    const long nq = ((long)(g->out[1] - 1) * Wp + g->out[2] + VL - 1) / VL * VL;   /* q rounded up to VL */
-    const long len = s * nq + (long)(g->k[1] - 1) * g->dilate[1] * Wp + (long)(g->k[2] - 1) * g->dilate[2] + s;
-    return g->stride[1] == s && s <= 2 && (long)g->k[1] * g->k[2] <= FLAT_TAPS && nq <= FLAT_MAX && len <= FLAT_MAX;
-}
-
-static void depthwise_plane_flat(const mxcc_conv_geom *g, const float *xp, const float *wc, float *yp)
-{
-    const int H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2], KH = g->k[1], KW = g->k[2];
-    const int s = g->stride[2], ph = g->pad[1], pw = g->pad[2], Wp = W + 2 * pw;
-    const long nq = ((long)(OH - 1) * Wp + OW + VL - 1) / VL * VL;
-    const long len = s * nq + (long)(KH - 1) * g->dilate[1] * Wp + (long)(KW - 1) * g->dilate[2] + s;
-    float P[FLAT_MAX], z[FLAT_MAX];   /* (len,) padded plane; (nq,) outputs at pitch Wp */
-    memset(P, 0, (size_t)len * sizeof(float));
-    /* row copies as loops: a memcpy call per row of tens of floats costs more than the copy */
-    for (int ih = 0; ih < H && (long)(ih + ph) * Wp + pw + W <= len; ih++) {   /* rows past len: never read */
-        float *restrict dst = P + (long)(ih + ph) * Wp + pw;
-        const float *restrict src = xp + (long)ih * W;
-        for (int j = 0; j < W; j++) dst[j] = src[j];
-    }
-    long toff[FLAT_TAPS];
-    const int taps = KH * KW;
-    for (int t = 0; t < taps; t++)
-        toff[t] = (long)(t / KW) * g->dilate[1] * Wp + (long)(t % KW) * g->dilate[2];
-    long q = 0;
-#define FLAT_CHUNK(U, LOAD)                                                                       \
-    do {                                                                                          \
-        vf acc[U];                                                                                \
-        for (int u = 0; u < U; u++) acc[u] = v_zero();                                            \
-        for (int t = 0; t < taps; t++) {                                                          \
-            const vf wv = v_set1(wc[t]);                                                          \
-            const float *ps = P + s * q + toff[t];                                                \
-            for (int u = 0; u < U; u++) acc[u] = v_fma(wv, LOAD(ps + u * VL * s), acc[u]);        \
-        }                                                                                         \
-        for (int u = 0; u < U; u++) v_store(z + q + u * VL, acc[u]);                              \
-    } while (0)
-    if (s == 1) {
-        for (; q + UNROLL * VL <= nq; q += UNROLL * VL) FLAT_CHUNK(UNROLL, v_load);
-        for (; q < nq; q += VL) FLAT_CHUNK(1, v_load);
-    } else {
-        for (; q + UNROLL * VL <= nq; q += UNROLL * VL) FLAT_CHUNK(UNROLL, v_load_s2);
-        for (; q < nq; q += VL) FLAT_CHUNK(1, v_load_s2);
-    }
-#undef FLAT_CHUNK
-    for (int oh = 0; oh < OH; oh++) {
-        float *restrict dst = yp + (long)oh * OW;
-        const float *restrict src = z + (long)oh * Wp;
-        for (int j = 0; j < OW; j++) dst[j] = src[j];
+    const mxcc_conv_geom *g = a->g;
+    const int c = (int)(i % g->channels);
+    p->x = a->x + i * g->in[1] * g->in[2];
+    p->w = a->w + (long)c * g->k[1] * g->k[2];
+    p->y = a->y + i * g->out[1] * g->out[2];
+    const mxcc_epilogue *ep = a->ep;
+    if (ep) {
+        p->mul = ep->scale ? ep->scale[c] : 1.0f;
+        p->add = (ep->shift ? ep->shift[c] : 0.0f) + (ep->bias ? ep->bias[c] : 0.0f);
+        p->res = ep->residual ? ep->residual + (long)c * ep->ld_residual : NULL;
     }
 }
 
-/* Output column j of a row whose taps kh0..kh1-1 are inside the image (input row ih0 + kh * dilate). */
-static inline float depthwise_point(const mxcc_conv_geom *g, const float *xp, const float *wc, int ih0, int kh0,
-                                    int kh1, int j)
+/* The epilogue on n accumulators, each test once per call rather than per vector: y = acc * mul + add
+ * (dw_affine), + residual (the caller's), then the activation (dw_act). */
+DW_INLINE void dw_affine(const dw_plane *p, vf *acc, const int n)
 {
-    const int W = g->in[2], KW = g->k[2];
-    float s = 0.0f;
-    for (int kh = kh0; kh < kh1; kh++) {
-        const float *xr = xp + (long)(ih0 + kh * g->dilate[1]) * W;   /* (W,) */
-        for (int kw = 0; kw < KW; kw++) {
-            const int iw = j * g->stride[2] - g->pad[2] + kw * g->dilate[2];
-            if (iw >= 0 && iw < W)
-                s += wc[kh * KW + kw] * xr[iw];
+    if (p->has_mul) {
+        const vf mul = v_set1(p->mul), add = v_set1(p->add);
+#pragma GCC unroll 16
+        for (int i = 0; i < n; i++) acc[i] = v_fma(acc[i], mul, add);
+    } else if (p->has_add) {
+        const vf add = v_set1(p->add);
+#pragma GCC unroll 16
+        for (int i = 0; i < n; i++) acc[i] = v_add(acc[i], add);
+    }
+}
+
+DW_INLINE void dw_act(const dw_plane *p, vf *acc, const int n)
+{
+    switch (p->act) {
+    case MXCC_ACT_RELU:
+#pragma GCC unroll 16
+        for (int i = 0; i < n; i++) acc[i] = v_relu(acc[i]);
+        break;
+    case MXCC_ACT_LEAKY: {
+        const vf alpha = v_set1(p->alpha);
+#pragma GCC unroll 16
+        for (int i = 0; i < n; i++) acc[i] = v_leaky(acc[i], alpha);
+        break;
+    }
+    case MXCC_ACT_CLIP: {
+        const vf lo = v_set1(p->lo), hi = v_set1(p->hi);
+#pragma GCC unroll 16
+        for (int i = 0; i < n; i++) acc[i] = v_clip(acc[i], lo, hi);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* A block's accumulators (R rows x U vectors at (oh0, ow0)) through the epilogue into y: rows past OH are
+ * dropped, lanes past OW too (masked). */
+DW_INLINE void dw_store(const dw_plane *p, vf acc[DW_R * DW_U], int oh0, int ow0, const int R, const int U,
+                        const int masked)
+{
+    const int nr = p->OH - oh0 < R ? p->OH - oh0 : R;   /* rows of the block inside the output */
+    vm sm[DW_U];
+#pragma GCC unroll 16
+    for (int u = 0; u < U; u++)
+        sm[u] = v_lanes(0, masked ? p->OW - (ow0 + u * VL) : VL);
+    dw_affine(p, acc, R * U);
+    if (p->res) {
+#pragma GCC unroll 16
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 16
+            for (int u = 0; u < U; u++) {
+                if (r >= nr)   /* not in the loop bound: a constant trip count unrolls, acc stays in registers */
+                    break;
+                const float *res = p->res + (long)(oh0 + r) * p->OW + ow0 + u * VL;
+                acc[r * U + u] = v_add(acc[r * U + u], masked ? v_load_m(res, sm[u]) : v_load(res));
+            }
+    }
+    dw_act(p, acc, R * U);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; r++) {
+        if (r >= nr)
+            break;
+#pragma GCC unroll 16
+        for (int u = 0; u < U; u++) {
+            float *y = p->y + (long)(oh0 + r) * p->OW + ow0 + u * VL;
+            if (masked)
+                v_store_m(y, acc[r * U + u], sm[u]);
+            else
+                v_store(y, acc[r * U + u]);
         }
     }
-    return s;
 }
 
-/* Stride 1 or 2 planes too large for depthwise_plane_flat. Columns [a, b) read only inside the input row
- * for every tap, including the stride-2 load's last, unused element; they run in vectors (the last one
- * shifted back to end at b, recomputing a few columns), the edge columns one by one. */
-static void depthwise_plane_vec(const mxcc_conv_geom *g, const float *xp, const float *wc, float *yp)
+/* A block of R output rows (oh0..) x U vectors (columns ow0.. in steps of VL) of a KH x KW, stride S,
+ * dilation 1 depthwise convolution, all of them compile-time constants of the caller (the loops unroll, the
+ * accumulators live in registers). Register blocking in H: each input row is loaded once (KW shifted
+ * vectors, or for stride 2 the even and odd lanes of KW/2 + 1 pairs of vectors) and feeds every output
+ * row of the block whose window covers it (up to KH of them for stride 1). Input rows outside the image are
+ * skipped (the zero padding adds nothing); output rows past OH are computed and dropped. masked: some load
+ * crosses a row end or the block crosses OW (lane masks, computed once per block); else plain loads. */
+DW_INLINE void dw_block(const dw_plane *p, const vf *wv, int oh0, int ow0, const int KH, const int KW, const int S,
+                        const int R, const int U, const int masked)
 {
-    const int H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2];
+    /* fixed sizes (not [R][U]: a variable-length array stays in memory); R <= DW_R, U <= DW_U, KW <= 5 */
+    vf acc[DW_R * DW_U];   /* acc[r * U + u] */
+    vm lm[DW_U][6];   /* load masks: stride 1 per tap; stride 2 per half of each pair */
+    const int W = p->W, c00 = ow0 * S - p->pw;   /* input column of block lane 0, tap 0 */
+#pragma GCC unroll 8
+    for (int u = 0; u < U; u++) {
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+            acc[r * U + u] = v_zero();
+        if (masked) {
+            const int c0 = c00 + u * VL * S;
+#pragma GCC unroll 8
+            for (int kw = 0; kw < KW; kw++) {
+                if (S == 1)
+                    lm[u][kw] = v_lanes(-(c0 + kw), W - (c0 + kw));
+                else if (kw % 2 == 0) {
+                    lm[u][kw] = v_lanes(-(c0 + kw), W - (c0 + kw));
+                    lm[u][kw + 1] = v_lanes(-(c0 + kw + VL), W - (c0 + kw + VL));
+                }
+            }
+        }
+    }
+    const int ih0 = oh0 * S - p->ph;
+#pragma GCC unroll 32
+    for (int j = 0; j < (R - 1) * S + KH; j++) {   /* the input rows of the block */
+        if (ih0 + j < 0 || ih0 + j >= p->H)
+            continue;
+        const float *xr = p->x + (long)(ih0 + j) * W + c00;   /* lane 0, tap 0: may be before the row */
+#pragma GCC unroll 8
+        for (int u = 0; u < U; u++) {
+            vf in[5];   /* the row's values under tap kw for the vector's VL outputs */
+            const float *xu = xr + u * VL * S;
+#pragma GCC unroll 8
+            for (int kw = 0; kw < KW; kw++) {
+                if (S == 1)
+                    in[kw] = masked ? v_load_m(xu + kw, lm[u][kw]) : v_load(xu + kw);
+                else if (kw % 2 == 0) {
+                    const vf a = masked ? v_load_m(xu + kw, lm[u][kw]) : v_load(xu + kw);
+                    const vf b = masked ? v_load_m(xu + kw + VL, lm[u][kw + 1]) : v_load(xu + kw + VL);
+                    in[kw] = v_even(a, b);
+                    if (kw + 1 < KW)
+                        in[kw + 1] = v_odd(a, b);
+                }
+            }
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) {
+                const int kh = j - r * S;   /* output row oh0 + r reads this row with tap row kh */
+                if (kh < 0 || kh >= KH)
+                    continue;
+#pragma GCC unroll 8
+                for (int kw = 0; kw < KW; kw++)
+                    acc[r * U + u] = v_fma(wv[kh * KW + kw], in[kw], acc[r * U + u]);
+            }
+        }
+    }
+    dw_store(p, acc, oh0, ow0, R, U, masked);
+}
+
+/* Planes p0 .. p1-1 by dw_block: per block of R rows, the columns in vectors; blocks of U vectors without
+ * masks where every load of the block stays inside the input row and the block inside the output row,
+ * single masked vectors elsewhere (the edges, and rows narrower than a vector). */
+DW_INLINE void dw_planes_blocked(const dw_call *a, long p0, long p1, const int KH, const int KW, const int S,
+                                 const int R, const int U)
+{
+    dw_plane pl = a->base, *p = &pl;   /* a local copy: the stores to y cannot change it */
+    /* columns a vector starting at ow reads: [ow*S - pw, ow*S - pw + span) */
+    const int span = S == 1 ? KW - 1 + VL : (KW - 1) / 2 * 2 + 2 * VL;
+    const int ow_lo = (p->pw + S - 1) / S;
+    int ow_hi = p->W + p->pw - span >= 0 ? (p->W + p->pw - span) / S : -1;   /* last unmasked vector start */
+    if (ow_hi > p->OW - VL)
+        ow_hi = p->OW - VL;
+    for (long i = p0; i < p1; i++) {
+        dw_plane_at(p, a, i);
+        vf wv[25];   /* the taps, broadcast once per plane */
+#pragma GCC unroll 25
+        for (int t = 0; t < KH * KW; t++)
+            wv[t] = v_set1(p->w[t]);
+        for (int oh0 = 0; oh0 < p->OH; oh0 += R) {
+            int ow = 0;
+            while (ow < p->OW) {
+                if (ow >= ow_lo && ow + (U - 1) * VL <= ow_hi) {
+                    dw_block(p, wv, oh0, ow, KH, KW, S, R, U, 0);
+                    ow += U * VL;
+                } else if (ow >= ow_lo && ow <= ow_hi) {
+                    dw_block(p, wv, oh0, ow, KH, KW, S, R, 1, 0);
+                    ow += VL;
+                } else {
+                    dw_block(p, wv, oh0, ow, KH, KW, S, R, 1, 1);
+                    ow += VL;
+                }
+            }
+        }
+        if (a->act_after)
+            activate(a->ep, p->y, (long)p->OH * p->OW);
+    }
+}
+
+static void dw_planes_3x3s1(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 3, 3, 1, 4, DW_U); }
+static void dw_planes_3x3s2(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 3, 3, 2, 4, DW_U); }
+static void dw_planes_5x5s1(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 5, 5, 1, 4, DW_U); }
+static void dw_planes_5x5s2(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 5, 5, 2, 4, DW_U); }
+#if DW_R_TALL != 4
+static void dw_planes_3x3s1_tall(const dw_call *a, long p0, long p1)
+{
+    dw_planes_blocked(a, p0, p1, 3, 3, 1, DW_R_TALL, DW_U);
+}
+static void dw_planes_3x3s2_tall(const dw_call *a, long p0, long p1)
+{
+    dw_planes_blocked(a, p0, p1, 3, 3, 2, DW_R_TALL, DW_U);
+}
+#else
+#define dw_planes_3x3s1_tall dw_planes_3x3s1
+#define dw_planes_3x3s2_tall dw_planes_3x3s2
+#endif
+
+/* Small planes, stride 1, "same" size (OH == H, OW == W: 2 * pad = dilate * (k - 1)), rows too narrow for
+ * the vectors (OW <= VL / 2: the row path would leave more than half the lanes idle). The plane is one flat
+ * array: output q = oh * W + ow reads input q + (kh * dh - ph) * W + kw * dw - pw under tap (kh, kw), so the
+ * vectors run over q across row ends (7x7: 4 vectors instead of 7), and a mask per (vector, tap), computed
+ * once per call, keeps the lanes whose input is inside the image. DW_FLAT_GROUP vectors at a time: that
+ * many FMA chains. */
+#define DW_FLAT_GROUP 4
+#define DW_FLAT_VECS 8
+#define DW_FLAT_TAPS 25
+
+static int dw_flat_fits(const mxcc_conv_geom *g)
+{
+    const int OH = g->out[1], OW = g->out[2];
+    return g->stride[1] == 1 && g->stride[2] == 1 && OH == g->in[1] && OW == g->in[2] && OW <= VL / 2 &&
+           (OH * OW + VL - 1) / VL <= DW_FLAT_VECS && g->k[1] * g->k[2] <= DW_FLAT_TAPS &&
+           2 * g->pad[1] == g->dilate[1] * (g->k[1] - 1) && 2 * g->pad[2] == g->dilate[2] * (g->k[2] - 1);
+}
+
+/* The masks and offsets of dw_planes_flat for g: vectors rounded up to whole groups (the extra ones have
+ * empty masks, so they load and store nothing). */
+static int dw_flat_tables(const mxcc_conv_geom *g, vm *mask, long *off)
+{
+    const int H = g->in[1], W = g->in[2], n = H * W, KH = g->k[1], KW = g->k[2], taps = KH * KW;
+    const int vecs = ((n + VL - 1) / VL + DW_FLAT_GROUP - 1) / DW_FLAT_GROUP * DW_FLAT_GROUP;
+    for (int t = 0; t < taps; t++) {
+        const int dh = t / KW * g->dilate[1] - g->pad[1], dw = t % KW * g->dilate[2] - g->pad[2];
+        off[t] = (long)dh * W + dw;
+        for (int v = 0; v < vecs; v++) {
+            unsigned bits = 0;
+            for (int l = 0; l < VL; l++) {
+                const int q = v * VL + l, ih = q / W + dh, iw = q % W + dw;
+                if (q < n && ih >= 0 && ih < H && iw >= 0 && iw < W)
+                    bits |= 1u << l;
+            }
+            mask[v * taps + t] = v_mask_bits(bits);
+        }
+    }
+    return vecs;
+}
+
+static void dw_planes_flat(const dw_call *a, long p0, long p1)
+{
+    dw_plane pl = a->base, *p = &pl;
+    const int taps = a->g->k[1] * a->g->k[2], n = p->OH * p->OW;
+    for (long i = p0; i < p1; i++) {
+        dw_plane_at(p, a, i);
+        for (int v0 = 0; v0 < a->flat_vecs; v0 += DW_FLAT_GROUP) {
+            vf acc[DW_FLAT_GROUP];
+            for (int v = 0; v < DW_FLAT_GROUP; v++)
+                acc[v] = v_zero();
+            for (int t = 0; t < taps; t++) {
+                const vf wt = v_set1(p->w[t]);
+                const float *xt = p->x + a->flat_off[t] + v0 * VL;   /* may point before the plane: masked */
+                for (int v = 0; v < DW_FLAT_GROUP; v++)
+                    acc[v] = v_fma(wt, v_load_m(xt + v * VL, a->flat_mask[(v0 + v) * taps + t]), acc[v]);
+            }
+            vm sm[DW_FLAT_GROUP];
+            for (int v = 0; v < DW_FLAT_GROUP; v++)
+                sm[v] = v_lanes(0, n - (v0 + v) * VL);
+            dw_affine(p, acc, DW_FLAT_GROUP);
+            if (p->res)
+                for (int v = 0; v < DW_FLAT_GROUP; v++)
+                    acc[v] = v_add(acc[v], v_load_m(p->res + (v0 + v) * VL, sm[v]));
+            dw_act(p, acc, DW_FLAT_GROUP);
+            for (int v = 0; v < DW_FLAT_GROUP; v++)
+                v_store_m(p->y + (v0 + v) * VL, acc[v], sm[v]);
+        }
+        if (a->act_after)
+            activate(a->ep, p->y, (long)n);
+    }
+}
+
+/* Any other geometry with column stride 1 or 2 (other kernel sizes, dilation, unequal strides): one output
+ * row and one masked vector at a time, the taps in loops. */
+static void dw_planes_any(const dw_call *a, long p0, long p1)
+{
+    const mxcc_conv_geom *g = a->g;
     const int KH = g->k[1], KW = g->k[2], sh = g->stride[1], sw = g->stride[2];
-    const int dh = g->dilate[1], dw = g->dilate[2], pw = g->pad[2];
-    const int off_max = (KW - 1) * dw - pw;
-    int a = (pw + sw - 1) / sw;                                      /* ow * sw - pw >= 0 */
-    int b = W - off_max >= 0 ? (W - off_max) / sw : 0;               /* (ow + 1) * sw - 1 + off_max < W */
-    if (b > OW) b = OW;
-    if (a > b) a = b;
-    for (int oh = 0; oh < OH; oh++) {
-        float *yr = yp + (long)oh * OW;   /* (OW,) */
-        const int ih0 = oh * sh - g->pad[1];
-        int kh0 = 0, kh1 = KH;            /* the taps whose input row ih0 + kh * dh is inside the image */
-        while (kh0 < KH && ih0 + kh0 * dh < 0) kh0++;
-        while (kh1 > kh0 && ih0 + (kh1 - 1) * dh >= H) kh1--;
-        int ow = a;
-        if (sw == 1) {
-            for (; ow + 4 * VL <= b; ow += 4 * VL) DEPTHWISE_CHUNK(4, v_load);
-            for (; ow + VL <= b; ow += VL) DEPTHWISE_CHUNK(1, v_load);
-            if (ow < b && b - a >= VL) { ow = b - VL; DEPTHWISE_CHUNK(1, v_load); ow = b; }   /* overlaps: stores only */
-        } else {
-            for (; ow + 4 * VL <= b; ow += 4 * VL) DEPTHWISE_CHUNK(4, v_load_s2);
-            for (; ow + VL <= b; ow += VL) DEPTHWISE_CHUNK(1, v_load_s2);
-            if (ow < b && b - a >= VL) { ow = b - VL; DEPTHWISE_CHUNK(1, v_load_s2); ow = b; }
+    const int dh = g->dilate[1], dw = g->dilate[2];
+    dw_plane pl = a->base, *p = &pl;
+    const int W = p->W;
+    for (long i = p0; i < p1; i++) {
+        dw_plane_at(p, a, i);
+        for (int oh = 0; oh < p->OH; oh++) {
+            const int ih0 = oh * sh - p->ph;
+            for (int ow = 0; ow < p->OW; ow += VL) {
+                vf acc = v_zero();
+                for (int kh = 0; kh < KH; kh++) {
+                    const int ih = ih0 + kh * dh;
+                    if (ih < 0 || ih >= p->H)
+                        continue;
+                    const float *xr = p->x + (long)ih * W;   /* (W,) */
+                    for (int kw = 0; kw < KW; kw++) {
+                        const int c = ow * sw - p->pw + kw * dw;   /* input column of lane 0 */
+                        vf in = v_load_m(xr + c, v_lanes(-c, W - c));
+                        if (sw == 2)
+                            in = v_even(in, v_load_m(xr + c + VL, v_lanes(-c - VL, W - c - VL)));
+                        acc = v_fma(v_set1(p->w[kh * KW + kw]), in, acc);
+                    }
+                }
+                const long at = (long)oh * p->OW + ow;
+                const vm sm = v_lanes(0, p->OW - ow);
+                dw_affine(p, &acc, 1);
+                if (p->res)
+                    acc = v_add(acc, v_load_m(p->res + at, sm));
+                dw_act(p, &acc, 1);
+                v_store_m(p->y + at, acc, sm);
+            }
         }
-        /* the rest: [0, a) and [ow, OW), with a bounds test per tap */
-        for (int j = 0; j < a; j++)
-            yr[j] = depthwise_point(g, xp, wc, ih0, kh0, kh1, j);
-        for (int j = ow; j < OW; j++)
-            yr[j] = depthwise_point(g, xp, wc, ih0, kh0, kh1, j);
+        if (a->act_after)
+            activate(a->ep, p->y, (long)p->OH * p->OW);
     }
 }
-#undef DEPTHWISE_CHUNK
 #define HAVE_DEPTHWISE_VEC 1
 #endif
 
@@ -448,7 +738,43 @@ void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x,
     const int KH = g->k[1], KW = g->k[2];
     const long planes = (long)batch * C;
 #ifdef HAVE_DEPTHWISE_VEC
-    const int flat = flat_fits(g);
+    if (g->stride[2] <= 2) {
+        const mxcc_act act = ep ? ep->act : MXCC_ACT_NONE;
+        dw_call a = {.g = g, .x = x, .w = w, .y = y, .ep = ep,
+                     .act_after = act != MXCC_ACT_NONE && act != MXCC_ACT_RELU && act != MXCC_ACT_LEAKY &&
+                                  act != MXCC_ACT_CLIP,
+                     .base = {.H = H, .W = W, .OH = OH, .OW = OW, .ph = g->pad[1], .pw = g->pad[2], .mul = 1.0f}};
+        if (ep) {
+            a.base.has_mul = ep->scale != NULL;
+            a.base.has_add = ep->shift || ep->bias;
+            a.base.act = act;
+            a.base.alpha = ep->alpha, a.base.lo = ep->lo, a.base.hi = ep->hi;
+        }
+        /* the specialized kernels: square 3x3 / 5x5, equal strides 1 or 2, no dilation */
+        const int sq = KH == KW && g->stride[1] == g->stride[2] && g->dilate[1] == 1 && g->dilate[2] == 1;
+        const int s = g->stride[2];
+        /* tall blocks unless they waste more rows past the output than blocks of 4 */
+        const int tall = (OH + DW_R_TALL - 1) / DW_R_TALL * DW_R_TALL - OH <= (OH + 3) / 4 * 4 - OH;
+        void (*planes_fn)(const dw_call *, long, long) =
+            !sq ? dw_planes_any
+            : KH == 3 ? (s == 1 ? (tall ? dw_planes_3x3s1_tall : dw_planes_3x3s1)
+                                : (tall ? dw_planes_3x3s2_tall : dw_planes_3x3s2))
+            : KH == 5 ? (s == 1 ? dw_planes_5x5s1 : dw_planes_5x5s2) : dw_planes_any;
+        vm flat_mask[DW_FLAT_VECS * DW_FLAT_TAPS];
+        long flat_off[DW_FLAT_TAPS];
+        if (dw_flat_fits(g)) {
+            a.flat_vecs = dw_flat_tables(g, flat_mask, flat_off);
+            a.flat_mask = flat_mask, a.flat_off = flat_off;
+            planes_fn = dw_planes_flat;
+        }
+        /* the planes split over the threads in equal ranges, as schedule(static) would */
+#pragma omp parallel if (parallel)
+        {
+            const long nt = omp_get_num_threads(), t = omp_get_thread_num();
+            planes_fn(&a, planes * t / nt, planes * (t + 1) / nt);
+        }
+        return;
+    }
 #endif
 #pragma omp parallel for schedule(static) if (parallel)
     for (long p = 0; p < planes; p++) {
@@ -456,14 +782,7 @@ void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x,
         const float *xp = x + p * H * W;           /* (H, W) plane (n, c) */
         const float *wc = w + (long)c * KH * KW;   /* (KH, KW) */
         float *yp = y + p * OH * OW;               /* (OH, OW) */
-#ifdef HAVE_DEPTHWISE_VEC
-        if (flat)
-            depthwise_plane_flat(g, xp, wc, yp);
-        else if (g->stride[2] <= 2)
-            depthwise_plane_vec(g, xp, wc, yp);
-        else
-#endif
-            depthwise_plane_c(g, xp, wc, yp);
+        depthwise_plane_c(g, xp, wc, yp);
         mxcc_conv_epilogue_f32(ep, yp, 1, (long)OH * OW, c);
     }
 }

@@ -74,6 +74,68 @@ static mxcc_conv_geom random_geom(unsigned long long *s, int nsp)
     return g;
 }
 
+/* The depthwise kernel and its backward on g (2-D or 1-D) against their reference twins, with a random
+ * epilogue (a fused residual with one image: its rows are that image's channels). */
+static int check_depthwise(unsigned long long *s, const mxcc_conv_geom *gp)
+{
+    const mxcc_conv_geom g = *gp;
+    const long img = (long)g.channels * g.in[0] * g.in[1] * g.in[2];
+    const long ocols = (long)g.out[0] * g.out[1] * g.out[2];
+    int ok = 1;
+    const int with_res = rand_int(s, 0, 3) == 0;
+    const int batch = with_res ? 1 : rand_int(s, 1, 2);
+    const long kk = (long)g.k[1] * g.k[2];
+    float *xb = rand_buf(s, batch * img), *w = rand_buf(s, g.channels * kk);
+    float *bias = rand_buf(s, g.channels), *scale = rand_buf(s, g.channels), *shift = rand_buf(s, g.channels);
+    float *res = rand_buf(s, (long)g.channels * ocols);
+    float *o = rand_buf(s, batch * (long)g.channels * ocols), *o_ref = rand_buf(s, batch * (long)g.channels * ocols);
+    mxcc_epilogue ep = {.bias = rand_int(s, 0, 1) ? bias : NULL, .scale = rand_int(s, 0, 1) ? scale : NULL,
+                        .shift = rand_int(s, 0, 1) ? shift : NULL, .per_row = 1,
+                        .residual = with_res ? res : NULL, .ld_residual = (int)ocols,
+                        .act = (mxcc_act)rand_int(s, MXCC_ACT_NONE, MXCC_ACT_CLIP), .alpha = 0.1f,
+                        .lo = -0.5f, .hi = 0.5f};
+    const mxcc_epilogue *pe = with_res || rand_int(s, 0, 3) ? &ep : NULL;
+    mxcc_conv_depthwise_f32(&g, batch, xb, w, pe, o, 1);
+    mxcc_conv_depthwise_f32_ref(&g, batch, xb, w, pe, o_ref, 0);
+    ok &= close_enough(o, o_ref, batch * (long)g.channels * ocols, 1e-5f, "depthwise");
+    /* its backward: the data gradient (sometimes not wanted: NULL) and the weight gradient */
+    float *dy = rand_buf(s, batch * (long)g.channels * ocols);
+    float *dx = rand_buf(s, batch * img), *dx_ref = rand_buf(s, batch * img);
+    float *dw = rand_buf(s, g.channels * kk), *dw_ref = rand_buf(s, g.channels * kk);
+    const int want_dx = rand_int(s, 0, 3) != 0;
+    mxcc_conv_depthwise_backward_f32(&g, batch, xb, w, dy, want_dx ? dx : NULL, dw, 1);
+    mxcc_conv_depthwise_backward_f32_ref(&g, batch, xb, w, dy, want_dx ? dx_ref : NULL, dw_ref, 0);
+    if (want_dx)
+        ok &= close_enough(dx, dx_ref, batch * img, 1e-5f, "depthwise backward (data)");
+    ok &= close_enough(dw, dw_ref, g.channels * kk, 1e-5f, "depthwise backward (weight)");
+    free(dy); free(dx); free(dx_ref); free(dw); free(dw_ref); free(res);
+    free(xb); free(w); free(bias); free(scale); free(shift); free(o); free(o_ref);
+    if (!ok)
+        fprintf(stderr, "depthwise geometry: C=%d in=(%d,%d) k=(%d,%d) s=(%d,%d) p=(%d,%d) d=(%d,%d) batch=%d\n",
+                g.channels, g.in[1], g.in[2], g.k[1], g.k[2], g.stride[1], g.stride[2], g.pad[1], g.pad[2],
+                g.dilate[1], g.dilate[2], batch);
+    return ok;
+}
+
+/* A geometry of the depthwise kernel's specialized paths: square 1x1 / 3x3 / 5x5 kernels, equal strides 1
+ * or 2, no dilation, widths across the vector widths (1..40), a few rows. */
+static mxcc_conv_geom random_dw_geom(unsigned long long *s)
+{
+    mxcc_conv_geom g = {.channels = rand_int(s, 1, 3), .in = {1, rand_int(s, 1, 12), rand_int(s, 1, 40)},
+                        .k = {1, 0, 0}, .stride = {1, 0, 0}, .pad = {0, 0, 0}, .dilate = {1, 1, 1}};
+    const int k = 2 * rand_int(s, 0, 2) + 1, st = rand_int(s, 1, 2), p = rand_int(s, 0, 2);
+    g.k[1] = g.k[2] = k;
+    g.stride[1] = g.stride[2] = st;
+    g.pad[1] = g.pad[2] = p;
+    for (int i = 1; i < 3; i++) {
+        while (g.in[i] + 2 * g.pad[i] < k)   /* make the output non-empty */
+            g.in[i]++;
+        g.out[i] = (g.in[i] + 2 * g.pad[i] - k) / st + 1;
+    }
+    g.out[0] = 1;
+    return g;
+}
+
 static int check_one(unsigned long long *s)
 {
     const int nsp = rand_int(s, 1, 3);
@@ -112,39 +174,15 @@ static int check_one(unsigned long long *s)
         free(acc); free(y_blocks);
     }
 
-    if (nsp <= 2) {
-        const int batch = rand_int(s, 1, 2);
-        const long kk = (long)g.k[1] * g.k[2];
-        float *xb = rand_buf(s, batch * img), *w = rand_buf(s, g.channels * kk);
-        float *bias = rand_buf(s, g.channels), *scale = rand_buf(s, g.channels), *shift = rand_buf(s, g.channels);
-        float *o = rand_buf(s, batch * (long)g.channels * ocols), *o_ref = rand_buf(s, batch * (long)g.channels * ocols);
-        mxcc_epilogue ep = {.bias = rand_int(s, 0, 1) ? bias : NULL, .scale = rand_int(s, 0, 1) ? scale : NULL,
-                            .shift = rand_int(s, 0, 1) ? shift : NULL, .per_row = 1,
-                            .act = (mxcc_act)rand_int(s, MXCC_ACT_NONE, MXCC_ACT_CLIP), .alpha = 0.1f,
-                            .lo = -0.5f, .hi = 0.5f};
-        const mxcc_epilogue *pe = rand_int(s, 0, 3) ? &ep : NULL;
-        mxcc_conv_depthwise_f32(&g, batch, xb, w, pe, o, 1);
-        mxcc_conv_depthwise_f32_ref(&g, batch, xb, w, pe, o_ref, 0);
-        ok &= close_enough(o, o_ref, batch * (long)g.channels * ocols, 1e-5f, "depthwise");
-        /* its backward: the data gradient (sometimes not wanted: NULL) and the weight gradient */
-        float *dy = rand_buf(s, batch * (long)g.channels * ocols);
-        float *dx = rand_buf(s, batch * img), *dx_ref = rand_buf(s, batch * img);
-        float *dw = rand_buf(s, g.channels * kk), *dw_ref = rand_buf(s, g.channels * kk);
-        const int want_dx = rand_int(s, 0, 3) != 0;
-        mxcc_conv_depthwise_backward_f32(&g, batch, xb, w, dy, want_dx ? dx : NULL, dw, 1);
-        mxcc_conv_depthwise_backward_f32_ref(&g, batch, xb, w, dy, want_dx ? dx_ref : NULL, dw_ref, 0);
-        if (want_dx)
-            ok &= close_enough(dx, dx_ref, batch * img, 1e-5f, "depthwise backward (data)");
-        ok &= close_enough(dw, dw_ref, g.channels * kk, 1e-5f, "depthwise backward (weight)");
-        free(dy); free(dx); free(dx_ref); free(dw); free(dw_ref);
-        free(xb); free(w); free(bias); free(scale); free(shift); free(o); free(o_ref);
-    }
+    if (nsp <= 2)
+        ok &= check_depthwise(s, &g);
     if (!ok)
         fprintf(stderr, "geometry: C=%d in=(%d,%d,%d) k=(%d,%d,%d) s=(%d,%d,%d) p=(%d,%d,%d) d=(%d,%d,%d)\n",
                 g.channels, g.in[0], g.in[1], g.in[2], g.k[0], g.k[1], g.k[2], g.stride[0], g.stride[1],
                 g.stride[2], g.pad[0], g.pad[1], g.pad[2], g.dilate[0], g.dilate[1], g.dilate[2]);
     free(x); free(col); free(col_ref); free(y); free(y_ref);
-    return ok;
+    const mxcc_conv_geom gd = random_dw_geom(s);   /* and one geometry of the specialized paths */
+    return check_depthwise(s, &gd) && ok;
 }
 
 int main(int argc, char **argv)

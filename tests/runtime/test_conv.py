@@ -300,3 +300,98 @@ def test_conv_runtime_under_address_and_undefined_sanitizers(tmp_path, march, pr
                OMP_NUM_THREADS="2")
     run = subprocess.run([str(exe), str(problems)], capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+# The depthwise kernel's paths by geometry (runtime_c/conv/conv2d_f32.c): the register-blocked rows for
+# square 3x3 / 5x5 kernels with equal strides 1 or 2 (unmasked blocks in the middle of wide rows, masked
+# vectors at the edges and for narrow rows, blocks of rows that run past the output's last row), the flat
+# path for small same-size stride-1 planes, the generic vector path for everything else (1x1, dilation,
+# unequal strides), the portable plane for strides > 2. Widths 1..20 cross every vector-width boundary of
+# both vector ISAs (16 and 8 lanes); 33..40 and 70 add unmasked blocks. Every activation and epilogue part
+# is cycled through the geometries; the oracle is the reference twin (and numpy for a sample).
+DW_ACTS = ["NONE", "RELU", "SIGMOID", "TANH", "SOFTRELU", "SOFTSIGN", "LEAKY", "CLIP"]
+DW_PARTS = [(), ("scale",), ("shift",), ("bias",), ("scale", "shift"), ("scale", "shift", "bias"), ("bias", "residual"),
+            ("scale", "shift", "residual")]
+
+
+def _dw_matrix():
+    """(c, (H, W), (KH, KW), (sh, sw), (ph, pw), (dh, dw)) covering the kernel's paths."""
+    out = []
+    for k, s, p in [(3, 1, 1), (3, 2, 1), (3, 1, 0), (3, 2, 0), (3, 1, 2), (3, 2, 2), (5, 1, 2), (5, 2, 2),
+                    (5, 1, 0), (5, 2, 1), (1, 1, 0), (1, 2, 0), (1, 1, 1)]:
+        for wdt in list(range(1, 21)) + [33, 40, 70]:
+            hgt = (1, 5, 9, 6)[wdt % 4] if wdt <= 20 else 11   # 1 row; blocks of rows past the last row
+            if wdt + 2 * p >= k and hgt + 2 * p >= k:
+                out.append((2, (hgt, wdt), (k, k), (s, s), (p, p), (1, 1)))
+    # the flat path's planes and their non-flat neighbours; dilation; unequal strides; stride 3
+    out += [(3, (n, n), (3, 3), (1, 1), (1, 1), (1, 1)) for n in (2, 3, 7, 8, 9, 11)]
+    out += [(2, (n, n), (5, 5), (1, 1), (2, 2), (1, 1)) for n in (4, 7, 8)]
+    out += [(2, (6, 6), (3, 3), (1, 1), (2, 2), (2, 2)), (2, (9, 30), (3, 3), (2, 2), (2, 2), (2, 2)),
+            (2, (9, 21), (3, 3), (1, 2), (1, 1), (1, 1)), (2, (8, 19), (3, 3), (2, 1), (1, 1), (1, 1)),
+            (2, (7, 17), (3, 5), (1, 1), (1, 2), (1, 1)), (2, (9, 25), (3, 3), (3, 3), (1, 1), (1, 1))]
+    return out
+
+
+DW_MATRIX = _dw_matrix()
+
+
+def _dw_case(ffi, lib, geo, i, rng):
+    """Inputs, epilogue and reference output of case i of the matrix (batch 1 when a residual is fused:
+    its rows are one image's channels)."""
+    c, size, k, s, p, d = geo
+    g, out = _geom(ffi, c, size, k, s, p, d)
+    act, parts = DW_ACTS[i % len(DW_ACTS)], DW_PARTS[(i // len(DW_ACTS) + i) % len(DW_PARTS)]
+    batch = 1 if "residual" in parts else 2
+    x = rng.standard_normal((batch, c, *size)).astype(np.float32)
+    w = rng.standard_normal((c, *k)).astype(np.float32)
+    vec = {n: rng.standard_normal(c).astype(np.float32) for n in ("scale", "shift", "bias")}
+    res = rng.standard_normal((c, *out)).astype(np.float32)
+    ep = ffi.new("mxcc_epilogue *", dict(per_row=1, act=getattr(lib, f"MXCC_ACT_{act}"), alpha=0.1, lo=-0.5, hi=0.5,
+                                         **{n: _f(ffi, vec[n]) for n in parts if n != "residual"}))
+    if "residual" in parts:
+        ep.residual, ep.ld_residual = _f(ffi, res), int(np.prod(out))
+    keep = (x, w, vec, res)   # the epilogue points into these
+    return g, out, act, parts, batch, x, w, vec, res, (ep if parts or act != "NONE" else ffi.NULL), keep
+
+
+def test_depthwise_edge_matrix_against_reference(conv_isa):
+    """Every geometry of DW_MATRIX on every ISA build, against the reference twin; the
+    output buffer starts as NaN (every element must be written) and has a NaN guard after it (nothing
+    written past the end)."""
+    ffi, lib = conv_isa
+    rng = np.random.default_rng(11)
+    for i, geo in enumerate(DW_MATRIX):
+        g, out, act, parts, batch, x, w, _, _, ep, _keep = _dw_case(ffi, lib, geo, i, rng)
+        n = batch * geo[0] * int(np.prod(out))
+        got, want = np.full(n + 16, np.nan, np.float32), np.full(n, np.nan, np.float32)
+        lib.mxcc_conv_depthwise_f32(g, batch, _f(ffi, x), _f(ffi, w), ep, _f(ffi, got), 1)
+        lib.mxcc_conv_depthwise_f32_ref(g, batch, _f(ffi, x), _f(ffi, w), ep, _f(ffi, want), 0)
+        assert np.all(np.isnan(got[n:])), (geo, "wrote past the output")
+        scale = max(float(np.max(np.abs(want))), 1.0)
+        assert np.max(np.abs(got[:n] - want)) <= 1e-6 * np.sqrt(np.prod(geo[2])) * 4 * scale, (geo, act, parts)
+
+
+def test_depthwise_edge_matrix_against_numpy(conv, threads):
+    """A sample of DW_MATRIX with every epilogue part and activation, native build, 1 and 2 threads,
+    against numpy in float64."""
+    ffi, lib = conv
+    rng = np.random.default_rng(12)
+    for i, geo in enumerate(DW_MATRIX):
+        if i % 3:
+            continue
+        g, out, act, parts, batch, x, w, vec, res, ep, _keep = _dw_case(ffi, lib, geo, i, rng)
+        c, size, k, s, p, d = geo
+        ref = np.stack([np.stack([(im2col_np(x[n, ci:ci + 1].astype(np.float64), k, s, p, d, out).T @
+                                   w[ci].reshape(-1).astype(np.float64)).reshape(out) for ci in range(c)])
+                        for n in range(batch)])
+        shape = (1, c) + (1,) * len(size)
+        for name in ("scale", "shift", "bias"):
+            if name in parts:
+                ref = ref * vec[name].reshape(shape) if name == "scale" else ref + vec[name].reshape(shape)
+        if "residual" in parts:
+            ref = ref + res[None]
+        ref = ACT[act](ref)
+        got = np.full(ref.shape, np.nan, np.float32)
+        lib.mxcc_conv_depthwise_f32(g, batch, _f(ffi, x), _f(ffi, w), ep, _f(ffi, got), 1)
+        scale = max(float(np.max(np.abs(ref))), 1.0)
+        assert np.max(np.abs(got - ref)) <= 1e-6 * np.sqrt(np.prod(k)) * 4 * scale, (geo, act, parts)
