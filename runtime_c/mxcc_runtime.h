@@ -12,6 +12,7 @@
 
 #include "gemm/mxcc_gemm.h"
 #include "conv/mxcc_conv.h"
+#include "conv/mxcc_winograd.h"
 #include "mxcc_math.h"
 #include "prof.h"
 #include "optim.h"

@@ -10,3 +10,10 @@ def gemm_pack_b(k: int, n: int, trans: bool) -> tuple[str, int, str]:
     call = (f"mxcc_gemm_pack_b_f32({'MXCC_TRANS' if trans else 'MXCC_NO_TRANS'}, {k}, {n}, src, "
             f"{k if trans else n}, packed);")
     return call, k * (-(-n // 32) * 32), f"op(B) ({k}, {n}){' = B^T' if trans else ''} as GEMM B panels"
+
+
+def winograd_f43_weight(o: int, c: int) -> tuple[str, int, str]:
+    """mxcc_winograd_f43_weight_f32 of a (o, c, 3, 3) weight: 36 transformed (c x o) matrices as GEMM B
+    panels. The size is MXCC_WINOGRAD_F43_WEIGHT_FLOATS_MAX (runtime_c/conv/mxcc_winograd.h)."""
+    return (f"mxcc_winograd_f43_weight_f32({o}, {c}, src, packed);", 36 * gemm_pack_b(c, o, False)[1],
+            "Winograd F(4x4, 3x3) transform G g G^T, 36 (C, O) matrices as GEMM B panels")

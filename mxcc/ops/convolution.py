@@ -6,6 +6,9 @@ An ANCHOR: the GEMM epilogue adds the bias per output channel (a row of the GEMM
 (elemwise_add) and activation. The lowering picks one path per layer (all decided here, printed by kernels/conv2d.c.j2):
 
   depthwise  groups == C_in == C_out (1-D/2-D): the direct kernel of runtime_c/conv/, epilogue inline
+  winograd   2-D 3x3, stride 1, dilation 1, one group, a weight fixed at bind time, and an output large enough
+             (WINOGRAD_MIN_PIXELS): Winograd F(4x4, 3x3) (runtime_c/conv/winograd_f32.c), the weight transformed
+             once by <net>_prepare; 4x fewer multiplies, float32 error ~1e-6 of sum |w||x|
   packed     one group and a weight fixed at bind time (inference): the weight is packed once by <net>_prepare
              and the whole batch is one GEMM with output pixels as rows, gathered straight into the GEMM's
              packed panels (runtime_c/conv/conv_packed_f32.c); its scratch is per thread, in the context
@@ -21,7 +24,7 @@ from math import prod
 from typing import Literal, Optional
 
 from mxcc.ops import register
-from mxcc.ops._pack import gemm_pack_b
+from mxcc.ops._pack import gemm_pack_b, winograd_f43_weight
 from mxcc.ops._spatial import LAYOUTS, check_layout, conv_out, dilated, geom, per_image_epilogue, spatial
 from mxcc.ops.base import Fusion, OpDef
 
@@ -37,6 +40,9 @@ PARALLEL_MIN_ELEMENTS = 1 << 15   # below this an OpenMP fork costs more than th
 # stage 3's time in 4 blocks of 196 columns, against 11% with the whole image). With both bounds every
 # reference network's arena stays at its lower bound at batch 1 (docs/performance.md).
 COL_BLOCK_BYTES = 512 << 10
+# Winograd F(4x4, 3x3) wins where its transformed weight (36 x C x O floats, 4x the kernel) is read by enough
+# tiles: measured TODO
+WINOGRAD_MIN_PIXELS = 14 * 14
 COL_BLOCK_MIN = 192
 COL_BLOCK_ALIGN = 16
 
@@ -135,6 +141,9 @@ def path(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> str:
     if a.num_group == x[1] == a.num_filter and a.nsp <= 2:
         return "depthwise"
     if a.num_group == 1 and "weight" in const:
+        if tuple(k) == (3, 3) and tuple(s) == (1, 1) and tuple(a.geometry()[3]) == (1, 1) \
+                and prod(_out_spatial(a, x)) >= WINOGRAD_MIN_PIXELS:
+            return "winograd"
         return "packed"
     if all(v == 1 for v in k) and all(v == 1 for v in s) and not any(p):
         return "gemm"
@@ -157,8 +166,8 @@ def _lower(a: ConvAttrs, k):
     cg, og = c // g, o // g
     hw, ohw, kk = prod(x[2:]), prod(y[2:]), prod(kern)
     kind = path(a, x, k.const)
-    if kind == "packed":
-        return _lower_packed(a, k, x, y)
+    if kind in ("packed", "winograd"):
+        return _lower_packed(a, k, x, y, kind)
     work = x[0] * c * ohw * (kk if kind == "im2col" else 1)
     nb = col_block(c * kk, ohw) if kind == "im2col" else ohw
     shape = "x".join(map(str, kern))
@@ -175,25 +184,31 @@ def _lower(a: ConvAttrs, k):
         geom=geom(c, x[2:], y[2:], kern, st, p, d) if kind != "gemm" else [],
         **per_image_epilogue(k, None if a.no_bias else "bias", o * ohw, ohw),
         parallel=int((c * kk * nb if kind == "im2col" else work) >= PARALLEL_MIN_ELEMENTS),
-        what=f"{desc}; stride {st} pad {p} dilate {d} groups {g}", o=o, thread_scratch=None, weight="weight",
+        what=f"{desc}; stride {st} pad {p} dilate {d} groups {g}", o=o, thread_scratch=None, weight="weight", fn="",
     )
 
 
-def _lower_packed(a: ConvAttrs, k, x, y):
+def _lower_packed(a: ConvAttrs, k, x, y, kind: str):
+    """The paths that read the weight transformed at bind time: packed (GEMM panels) and winograd."""
     kern, st, p, d = a.geometry()
     c, o = x[1], a.num_filter
     kk, ohw = c * prod(kern), prod(y[2:])
-    weight = k.packed_input("weight", gemm_pack_b(kk, o, trans=True))
+    fn = {"packed": "mxcc_conv_packed", "winograd": "mxcc_winograd_f43"}[kind]
+    weight = k.packed_input("weight", gemm_pack_b(kk, o, trans=True) if kind == "packed"
+                            else winograd_f43_weight(o, c))
     gm = geom(c, x[2:], y[2:], kern, st, p, d)
     literal = "(const mxcc_conv_geom){ " + ", ".join(f".{f} = {v}" for f, v in gm) + " }"
+    what = {"packed": f"out^T ({x[0]}*{ohw}, {o}) = im2col(data)^T ({x[0]}*{ohw}, {kk}) . weight^T ({kk}, {o}), "
+                      f"one GEMM with pixels as rows, the weight packed at bind time",
+            "winograd": f"Winograd F(4x4, 3x3): out = A^T [(B^T d B) . (G g G^T)] A over 4x4 tiles, "
+                        f"36 GEMMs (tiles, {c}) . ({c}, {o}), the weight transformed at bind time"}[kind]
     return "kernels/conv2d.c.j2", dict(
-        path="packed", batch=x[0], groups=1, m=o, n=ohw, nb=ohw, k=kk, x_img=c * prod(x[2:]), y_img=o * ohw,
+        path=kind, fn=fn, batch=x[0], groups=1, m=o, n=ohw, nb=ohw, k=kk, x_img=c * prod(x[2:]), y_img=o * ohw,
         w_grp=o * kk, b_grp=0, y_grp=0, geom=gm, o=o, weight=weight,
         epilogue=k.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=True, ld_residual=ohw),
         ep_per_image=False, parallel=int(x[0] * ohw * kk >= PARALLEL_MIN_ELEMENTS),
-        thread_scratch=f"mxcc_conv_packed_scratch_floats(&{literal}, {x[0]}, {o}, threads)",
-        what=f"out^T ({x[0]}*{ohw}, {o}) = im2col(data)^T ({x[0]}*{ohw}, {kk}) . weight^T ({kk}, {o}), one GEMM "
-             f"with pixels as rows, the weight packed at bind time; stride {st} pad {p} dilate {d}")
+        thread_scratch=f"{fn}_scratch_floats(&{literal}, {x[0]}, {o}, threads)",
+        what=f"{what}; stride {st} pad {p} dilate {d}")
 
 
 def _grad(a: ConvAttrs, g):

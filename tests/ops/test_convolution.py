@@ -42,9 +42,12 @@ CASES = {
     "c1d_dw5": ("data1d", dict(kernel=(5,), pad=(2,), num_group=4, num_filter=4), "relu", "depthwise"),
     "c3d_k3p1": ("data3d", dict(kernel=(3, 3, 3), pad=(1, 1, 1), num_filter=3), None, "im2col"),
     "c3d_g2s2": ("data3d", dict(kernel=(1, 3, 3), stride=(1, 2, 2), num_group=2, num_filter=4), "relu", "im2col"),
+    # 3x3 stride 1 with >= 196 output pixels: Winograd when the weight is a param
+    "w3p1_res": ("dataw", dict(kernel=(3, 3), pad=(1, 1), num_filter=33), "relu", "im2col"),
+    "w3p0_nobias": ("dataw", dict(kernel=(3, 3), num_filter=5, no_bias=True), None, "im2col"),
 }
-SHAPES = {"data": (6, 9, 11), "data1d": (4, 13), "data3d": (2, 4, 5, 5)}
-RESIDUAL = {"c3p1_relu", "g3_1x1", "dw3_relu", "c1d_k3s2"}     # conv + elemwise_add (+ act), fused
+SHAPES = {"data": (6, 9, 11), "data1d": (4, 13), "data3d": (2, 4, 5, 5), "dataw": (7, 18, 16)}
+RESIDUAL = {"c3p1_relu", "g3_1x1", "dw3_relu", "c1d_k3s2", "w3p1_res"}     # conv + elemwise_add (+ act), fused
 ACTS = {"relu": lambda v: np.maximum(v, 0), "tanh": np.tanh, "sigmoid": lambda v: 1 / (1 + np.exp(-v)),
         "softrelu": lambda v: np.log1p(np.exp(v))}
 
@@ -187,16 +190,17 @@ def _check_paths(c_text: str, packed: bool):
     for name, (_, at, act, path) in CASES.items():
         body = bodies[name]
         if packed and path != "depthwise" and at.get("num_group", 1) == 1:
-            path = "packed"
+            path = "winograd" if name.startswith("w3") else "packed"
         assert ("mxcc_conv_depthwise_f32(" in body) == (path == "depthwise"), name
         assert ("mxcc_im2col_block_f32(" in body) == (path == "im2col"), name
         assert ("mxcc_gemm_f32(" in body) == (path in ("im2col", "gemm")), name
         assert ("mxcc_conv_packed_f32(" in body) == (path == "packed"), name
-        assert (f"net_{name}_pack_weight(ctx)" in c_text) == (path == "packed"), name
+        assert ("mxcc_winograd_f43_f32(" in body) == (path == "winograd"), name
+        assert (f"net_{name}_pack_weight(ctx)" in c_text) == (path in ("packed", "winograd")), name
         if act:
             assert f"MXCC_ACT_{act.upper()}" in body and f"{name}_act" not in bodies, name
         per_image = ".residual = residual + (long)n * " in body
-        assert per_image == (name in RESIDUAL and path != "packed"), name
+        assert per_image == (name in RESIDUAL and path not in ("packed", "winograd")), name
         assert (".residual = residual" in body) == (name in RESIDUAL), name
 
 
