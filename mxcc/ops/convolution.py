@@ -6,9 +6,9 @@ An ANCHOR: the GEMM epilogue adds the bias per output channel (a row of the GEMM
 (elemwise_add) and activation. The lowering picks one path per layer (all decided here, printed by kernels/conv2d.c.j2):
 
   depthwise  groups == C_in == C_out (1-D/2-D): the direct kernel of runtime_c/conv/, epilogue inline
-  winograd   2-D 3x3, stride 1, dilation 1, one group, a weight fixed at bind time, and an output large enough
-             (WINOGRAD_MIN_PIXELS): Winograd F(4x4, 3x3) (runtime_c/conv/winograd_f32.c), the weight transformed
-             once by <net>_prepare; 4x fewer multiplies, float32 error ~1e-6 of sum |w||x|
+  winograd   2-D 3x3, stride 1, dilation 1, one group, a weight fixed at bind time, and enough output tiles
+             (WINOGRAD_MIN_PIXELS or WINOGRAD_MIN_BATCH): Winograd F(4x4, 3x3) (runtime_c/conv/winograd_f32.c), the weight transformed
+             once by <net>_prepare; 4x fewer multiplies, float32 error ~1e-6..3e-6 of sum |w||x| (10x direct's)
   packed     one group and a weight fixed at bind time (inference): the weight is packed once by <net>_prepare
              and the whole batch is one GEMM with output pixels as rows, gathered straight into the GEMM's
              packed panels (runtime_c/conv/conv_packed_f32.c); its scratch is per thread, in the context
@@ -40,9 +40,12 @@ PARALLEL_MIN_ELEMENTS = 1 << 15   # below this an OpenMP fork costs more than th
 # stage 3's time in 4 blocks of 196 columns, against 11% with the whole image). With both bounds every
 # reference network's arena stays at its lower bound at batch 1 (docs/performance.md).
 COL_BLOCK_BYTES = 512 << 10
-# Winograd F(4x4, 3x3) wins where its transformed weight (36 x C x O floats, 4x the kernel) is read by enough
-# tiles: measured TODO
+# Winograd F(4x4, 3x3) wins where its transformed weight (36 x C x O floats, 4x the kernel's) is read by enough
+# 4x4 tiles. benchmarks/winograd.py (1 thread, ORT time / Winograd time): 64@56 2.3, 128@28 2.0, 256@14 1.3
+# at batch 1 (>= 196 output pixels), but 512@7 (4 tiles, a 37.7 MB transformed weight) 0.77-1.04 at batch 1
+# and 1.7 at batch 64; the packed path does 512@7 at ~1.0x ORT. So: 14x14 outputs and up, or batch >= 16.
 WINOGRAD_MIN_PIXELS = 14 * 14
+WINOGRAD_MIN_BATCH = 16
 COL_BLOCK_MIN = 192
 COL_BLOCK_ALIGN = 16
 
@@ -142,7 +145,7 @@ def path(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> str:
         return "depthwise"
     if a.num_group == 1 and "weight" in const:
         if tuple(k) == (3, 3) and tuple(s) == (1, 1) and tuple(a.geometry()[3]) == (1, 1) \
-                and prod(_out_spatial(a, x)) >= WINOGRAD_MIN_PIXELS:
+                and (prod(_out_spatial(a, x)) >= WINOGRAD_MIN_PIXELS or x[0] >= WINOGRAD_MIN_BATCH):
             return "winograd"
         return "packed"
     if all(v == 1 for v in k) and all(v == 1 for v in s) and not any(p):
