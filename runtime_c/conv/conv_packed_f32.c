@@ -7,12 +7,18 @@
  * exactly). B is the weight packed at bind time by mxcc_gemm_pack_b_f32 (panel q = columns q*NR.. at
  * wp + q*NR*K), read in place by every thread. A is never materialized as a column matrix: a block of
  * pixel micro-panels is gathered straight from the image into the packed layout the micro-kernel reads
- * (Ap[k*MR + r] = x at pixel r, tap k), copying runs of an input row, with the valid range of each run
- * computed once per (piece, kd, kh, kw) and reused for all C channels.
+ * (Ap[k*MR + r] = x at pixel r, tap k): a piece (the pixels of a micro-panel in one output row) is one
+ * masked 16-lane store per k on AVX-512 (stride 1: masked or expand load; stride 2: even-lane permute),
+ * its valid range computed once per (piece, tap) and reused for all C channels; the panel is written
+ * front to back.
  *
  * Loop nest per thread: pixel block (MC pixels, its packed A in L2) -> weight panel q (read once per block,
  * so stage 4's 9.4 MB weight streams from memory once per block, not per pixel panel) -> pixel panel ->
- * micro-kernel over the whole K into an (MR, NR) tile -> epilogue -> transposed store into y (N, O, P).
+ * micro-kernel over the whole K into an (MR, NR) tile; then the block's tiles get the epilogue and are
+ * stored transposed into y (N, O, P) (AVX-512: a 16 x 16 register transpose per half tile).
+ * Slicing K (CONV_PACKED_KC, BLIS's kc, the weight slice in L1) was measured and is off: 1 thread,
+ * GFLOP/s whole-K / KC 256 / KC 512: 3x3 64@56 122 / 120 / 119, 256@14 155 / 150 / 152, 512@7 131 / 127 /
+ * 129, 1x1 512@14 159 / 126 / 157 (benchmarks/conv_packed.py shapes, CP_FLAGS=-DCONV_PACKED_KC=...).
  *
  * Threads: one parallel region per call. Pixel panels are split over the threads; when there are fewer
  * than two per thread (stage 4 at batch 1: 4 panels), every thread gathers all of them and the weight
@@ -59,7 +65,7 @@ static long block_panels(long K, long panels)
     return b < panels ? b : panels;
 }
 
-/* Per-thread scratch: one block of packed A, then the (MR, NR) C tile. */
+/* Per-thread scratch: one block of packed A, then the block's C tiles for one weight panel. */
 static long thread_floats(long K, long panels)
 {
     return round16(block_panels(K, panels) * MR * K) + round16(block_panels(K, panels) * MR * NR);
