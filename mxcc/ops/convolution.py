@@ -45,6 +45,10 @@ COL_BLOCK_BYTES = 512 << 10
 # at batch 1 (>= 196 output pixels), but 512@7 (4 tiles, a 37.7 MB transformed weight) 0.77-1.04 at batch 1
 # and 1.7 at batch 64; the packed path does 512@7 at ~1.0x ORT. So: 14x14 outputs and up, or batch >= 16.
 WINOGRAD_MIN_PIXELS = 14 * 14
+# A 1x1 stride-1 layer with few input channels is bound by its output's memory traffic, and the packed path's
+# transposed store loses there (benchmarks/conv_packed.py, MobileNet 32->64@112: 0.65x the gemm path); it
+# wins from 512->512@14 on. The gemm path (the image is its own column matrix) keeps K <= this.
+PACKED_MIN_K_1X1 = 64
 WINOGRAD_MIN_BATCH = 16
 COL_BLOCK_MIN = 192
 COL_BLOCK_ALIGN = 16
@@ -137,6 +141,10 @@ def _flops(a: ConvAttrs, ins, outs):
     return 2 * prod(y) * k_per_out + (0 if a.no_bias else prod(y))
 
 
+def _plain_1x1(k, s, p) -> bool:
+    return all(v == 1 for v in k) and all(v == 1 for v in s) and not any(p)
+
+
 def path(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> str:
     """Which kernel computes this layer: 'depthwise', 'packed', 'gemm' (1x1) or 'im2col'. `const`: the inputs
     fixed at bind time (an inference forward's params): a constant weight can be packed once."""
@@ -147,8 +155,9 @@ def path(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> str:
         if tuple(k) == (3, 3) and tuple(s) == (1, 1) and tuple(a.geometry()[3]) == (1, 1) \
                 and (prod(_out_spatial(a, x)) >= WINOGRAD_MIN_PIXELS or x[0] >= WINOGRAD_MIN_BATCH):
             return "winograd"
-        return "packed"
-    if all(v == 1 for v in k) and all(v == 1 for v in s) and not any(p):
+        if not (_plain_1x1(k, s, p) and x[1] <= PACKED_MIN_K_1X1):
+            return "packed"
+    if _plain_1x1(k, s, p):
         return "gemm"
     return "im2col"
 

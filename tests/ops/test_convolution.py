@@ -45,8 +45,10 @@ CASES = {
     # 3x3 stride 1 with >= 196 output pixels: Winograd when the weight is a param
     "w3p1_res": ("dataw", dict(kernel=(3, 3), pad=(1, 1), num_filter=33), "relu", "im2col"),
     "w3p0_nobias": ("dataw", dict(kernel=(3, 3), num_filter=5, no_bias=True), None, "im2col"),
+    # 1x1 stride 1 with more than 64 input channels: packed when the weight is a param (<= 64: gemm)
+    "k1_wide": ("datak", dict(kernel=(1, 1), num_filter=9), "relu", "gemm"),
 }
-SHAPES = {"data": (6, 9, 11), "data1d": (4, 13), "data3d": (2, 4, 5, 5), "dataw": (7, 18, 16)}
+SHAPES = {"data": (6, 9, 11), "data1d": (4, 13), "data3d": (2, 4, 5, 5), "dataw": (7, 18, 16), "datak": (70, 5, 6)}
 RESIDUAL = {"c3p1_relu", "g3_1x1", "dw3_relu", "c1d_k3s2", "w3p1_res"}     # conv + elemwise_add (+ act), fused
 ACTS = {"relu": lambda v: np.maximum(v, 0), "tanh": np.tanh, "sigmoid": lambda v: 1 / (1 + np.exp(-v)),
         "softrelu": lambda v: np.log1p(np.exp(v))}
@@ -189,7 +191,8 @@ def _check_paths(c_text: str, packed: bool):
     bodies = dict(re.findall(r"static MXCC_NOINLINE void net_(\w+)\(mxcc_ctx \*ctx\)\n\{(.*?)\n\}\n", c_text, re.S))
     for name, (_, at, act, path) in CASES.items():
         body = bodies[name]
-        if packed and path != "depthwise" and at.get("num_group", 1) == 1:
+        wide = SHAPES[CASES[name][0]][0] > 64
+        if packed and path != "depthwise" and at.get("num_group", 1) == 1 and (path != "gemm" or wide):
             path = "winograd" if name.startswith("w3") else "packed"
         assert ("mxcc_conv_depthwise_f32(" in body) == (path == "depthwise"), name
         assert ("mxcc_im2col_block_f32(" in body) == (path == "im2col"), name
