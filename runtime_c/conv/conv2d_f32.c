@@ -413,7 +413,7 @@ DW_INLINE void dw_plane_at(dw_plane *p, const dw_call *a, long i)
     }
 }
 
-/* The epilogue on n accumulators, each test once per call rather than per vector: y = acc * mul + add
+/* The epilogue on n accumulators, each test once per block rather than per vector: y = acc * mul + add
  * (dw_affine), + residual (the caller's), then the activation (dw_act). */
 DW_INLINE void dw_affine(const dw_plane *p, vf *acc, const int n)
 {
