@@ -342,7 +342,7 @@ static void gemm_run(mxcc_gemm_ws *ws, const gemm_problem *gp)
     const int nested = omp_get_level() > 0;
     const int small_m = !g->Bp && M <= MXCC_GEMM_SMALLM_MAX && (long)M * K <= MXCC_GEMM_SMALLM_MAX_A &&
                         !g->trans_a && g->trans_b;
-    const double flops = 2.0 * (small_m && M < 8 ? 8 : M) * N * K;
+    const double flops = 2.0 * (small_m && M < 16 ? 16 : M) * N * K;
     const int nt = nested ? 1 : threads_for(flops, small_m ? omp_get_max_threads() : min_int(omp_get_max_threads(), ws->nslots));
 
     if (small_m) {
