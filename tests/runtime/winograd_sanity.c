@@ -16,22 +16,7 @@
 
 #include "conv/mxcc_winograd.h"
 
-static unsigned long long next_u64(unsigned long long *s)
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 2685821657736338717ULL;
-}
-static int rand_int(unsigned long long *s, int lo, int hi) { return lo + (int)(next_u64(s) % (unsigned)(hi - lo + 1)); }
-static float rand_float(unsigned long long *s) { return (float)(next_u64(s) >> 40) / (float)(1 << 24) * 2.0f - 1.0f; }
-
-static float *rand_buf(unsigned long long *s, long n)
-{
-    float *x = malloc((size_t)n * sizeof(float) + 1);   /* exact size: ASan guards the end */
-    for (long i = 0; i < n; i++) x[i] = rand_float(s);
-    return x;
-}
+#include "sanity_rng.h"
 
 static int check_one(unsigned long long *s)
 {
