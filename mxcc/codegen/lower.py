@@ -70,17 +70,17 @@ class PackRequest:
 class LowerCtx:
     """An op's view while lowering: its inputs' and outputs' types, and the epilogue it absorbed.
 
-    `prepack`: whether inputs that are bound parameters may be packed at bind time (inference plans only:
-    a training forward reads weights that every update changes); ops ask with `packed_input`."""
+    `const`: the inputs fixed at bind time (params and folded values of an inference plan:
+    passes/fold_constants.bind_time_inputs), which ops may read transformed (`packed_input`)."""
 
     def __init__(self, names, in_types, out_types, epilogue: tuple[EpilogueStep, ...], node: str = "",
-                 prepack: frozenset[str] = frozenset()):
+                 const: frozenset[str] = frozenset()):
         self.node = node                      # the anchor's node name (a random op's stream derives from it)
         self._in = dict(zip(names, in_types))
         self._out = out_types
         self.epilogue = epilogue
         self.consumed = not epilogue          # the op's lower() must apply the epilogue it was given
-        self.const = prepack                  # inputs fixed at bind time (params, folded values): the op's
+        self.const = const                    # inputs fixed at bind time (params, folded values): the op's
                                               # workspace() saw the same set, so both choose the same kernel
         self.packs: list[PackRequest] = []
 
@@ -216,7 +216,7 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int, d
             ins += scale_shift
         prev = Ref(m.id, 0)
     ctx = LowerCtx(names, [g.type_of(r) for r in anchor.inputs], anchor.out_types, epilogue, node=anchor.name,
-                   prepack=bind_time_inputs(g, anchor))
+                   const=bind_time_inputs(g, anchor))
     template, variables = op.lower(anchor.params, ctx)
     if not ctx.consumed:
         raise AssertionError(f"{op.name}.lower ignored its fused epilogue {epilogue}")

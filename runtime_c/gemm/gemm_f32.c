@@ -326,10 +326,8 @@ static void gemm_serial_nested(const gemm_problem *g, mxcc_gemm_ws *ws)
 }
 
 /* Both entry points: threads, then the small-M path, the nested serial path or the five loops. */
-static void gemm_run(mxcc_gemm_ws *ws, const gemm_problem *gp)
+static void gemm_run(mxcc_gemm_ws *ws, const gemm_problem *g)
 {
-    const gemm_problem g0 = *gp;
-    const gemm_problem *g = &g0;
     const int M = g->M, N = g->N, K = g->K;
     if (M <= 0 || N <= 0) {
         return;

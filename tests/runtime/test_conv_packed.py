@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from benchmarks._build_gemm import predefined_macros
+from mxcc_testing import conv_geom as _geom, float_buf as _f, im2col_np
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime_c"
@@ -84,29 +85,6 @@ def isa(request, builds):
     ffi = cffi.FFI()
     ffi.cdef(_cdef())
     return ffi, ffi.dlopen(str(builds[request.param]))
-
-
-def _geom(ffi, c, size, k, s, p, d):
-    pad3 = lambda t, f: (f,) * (3 - len(t)) + tuple(t)   # noqa: E731
-    out = tuple((size[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(len(size)))
-    g = ffi.new("mxcc_conv_geom *", dict(channels=c, **{"in": pad3(size, 1)}, out=pad3(out, 1), k=pad3(k, 1),
-                                         stride=pad3(s, 1), pad=pad3(p, 0), dilate=pad3(d, 1)))
-    return g, out
-
-
-def _f(ffi, a):
-    return ffi.from_buffer("float[]", a)
-
-
-def im2col_np(x, k, s, p, d, out):
-    """x (C, *size) -> (C * prod(k), prod(out)) in float64: rows (c, offsets), columns output positions."""
-    xp = np.pad(x, [(0, 0)] + [(v, v) for v in p])
-    rows = []
-    for c in range(x.shape[0]):
-        for off in np.ndindex(*k):
-            win = tuple(slice(off[i] * d[i], off[i] * d[i] + (out[i] - 1) * s[i] + 1, s[i]) for i in range(len(k)))
-            rows.append(xp[c][win].reshape(-1))
-    return np.stack(rows)
 
 
 ACTS = {"NONE": lambda v: v, "RELU": lambda v: np.maximum(v, 0), "SIGMOID": lambda v: 1 / (1 + np.exp(-v)),
