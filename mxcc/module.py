@@ -51,6 +51,7 @@ class Module:
         if ctx == self._ffi.NULL:
             raise MemoryError(self._ffi.string(err).decode())
         self._ctx = self._ffi.gc(ctx, getattr(self._lib, f"{self.name}_ctx_free"))
+        self._reserve_threads = getattr(self._lib, f"{self.name}_ctx_reserve_threads")
         self._forward = getattr(self._lib, f"{self.name}_forward")
         self._prepare = getattr(self._lib, f"{self.name}_prepare")
         self._slots = self._lib.mxcc_ctx_slots(self._ctx)
@@ -67,7 +68,7 @@ class Module:
         self._prof_capacity = 0
         self._prof_lock = None      # set by mxcc.profiler while this module records events
         if threads:
-            self._lib.mxcc_set_num_threads(int(threads))
+            self.set_num_threads(threads)
         profiler._register(self)
 
     # -- shapes ------------------------------------------------------------------------------------------
@@ -128,6 +129,12 @@ class Module:
 
     # -- running -----------------------------------------------------------------------------------------
     def set_num_threads(self, n: int) -> None:
+        """OpenMP threads for every module of this process (OpenMP's count is per process). The context's
+        per-thread buffers grow to match, so the parallel kernels never fall back to one thread."""
+        if int(n) <= 0:
+            raise ValueError(f"set_num_threads: need a positive thread count, got {n}")
+        if self._reserve_threads(self._ctx, int(n)):
+            raise MemoryError(f"mxcc: out of memory making room for {n} threads")
         self._threads = n
         self._lib.mxcc_set_num_threads(int(n))
 

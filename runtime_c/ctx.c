@@ -7,9 +7,21 @@
 
 #include "mxcc_runtime.h"
 
-mxcc_ctx *mxcc_ctx_create(size_t arena_bytes, size_t derived_bytes, int n_slots, size_t scratch_floats,
-                          int scratch_threads, char *err, size_t errlen)
+int mxcc_default_threads(void)
 {
+#ifdef _OPENMP
+    const int now = omp_get_max_threads(), procs = omp_get_num_procs();
+    return now > procs ? now : procs;
+#else
+    return 1;
+#endif
+}
+
+mxcc_ctx *mxcc_ctx_create(size_t arena_bytes, size_t derived_bytes, int n_slots, size_t scratch_floats,
+                          int threads, char *err, size_t errlen)
+{
+    if (threads <= 0)
+        threads = mxcc_default_threads();
     mxcc_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         goto oom;
@@ -23,10 +35,10 @@ mxcc_ctx *mxcc_ctx_create(size_t arena_bytes, size_t derived_bytes, int n_slots,
     ctx->n_slots = n_slots;
     if (!(ctx->slots = calloc(n_slots > 0 ? (size_t)n_slots : 1, sizeof(void *))))
         goto oom;
-    if (!(ctx->gemm = mxcc_gemm_ws_create(0)))
+    if (!(ctx->gemm = mxcc_gemm_ws_create(threads)))
         goto oom;
     ctx->scratch_floats = scratch_floats;
-    ctx->scratch_threads = scratch_threads;
+    ctx->scratch_threads = threads;
     if (scratch_floats && !(ctx->scratch = aligned_alloc(64, (scratch_floats * sizeof(float) + 63) / 64 * 64)))
         goto oom;
     return ctx;
@@ -35,6 +47,25 @@ oom:
         snprintf(err, errlen, "mxcc: out of memory creating a context (arena %zu bytes)", arena_bytes);
     mxcc_ctx_free(ctx);
     return NULL;
+}
+
+int mxcc_ctx_reserve_threads(mxcc_ctx *ctx, size_t scratch_floats, int threads)
+{
+    if (threads <= ctx->scratch_threads)
+        return 0;
+    mxcc_gemm_ws *gemm = mxcc_gemm_ws_create(threads);
+    float *scratch = NULL;
+    if (!gemm || (scratch_floats && !(scratch = aligned_alloc(64, (scratch_floats * sizeof(float) + 63) / 64 * 64)))) {
+        mxcc_gemm_ws_free(gemm);
+        return -1;      /* the context keeps its buffers: still usable with as many threads as before */
+    }
+    mxcc_gemm_ws_free(ctx->gemm);
+    free(ctx->scratch);
+    ctx->gemm = gemm;
+    ctx->scratch = scratch;
+    ctx->scratch_floats = scratch_floats;
+    ctx->scratch_threads = threads;
+    return 0;
 }
 
 void mxcc_ctx_free(mxcc_ctx *ctx)
@@ -51,6 +82,7 @@ void mxcc_ctx_free(mxcc_ctx *ctx)
 }
 
 void **mxcc_ctx_slots(mxcc_ctx *ctx) { return ctx->slots; }
+int mxcc_ctx_threads(const mxcc_ctx *ctx) { return ctx->scratch_threads; }
 
 float *mxcc_ctx_hyper(mxcc_ctx *ctx) { return ctx->hyper; }
 

@@ -32,11 +32,12 @@ typedef struct mxcc_ctx {
     size_t derived_bytes;
     void **slots;             /* host-bound tensors: inputs, params, aux states, outputs (plan order) */
     int n_slots;
-    mxcc_gemm_ws *gemm;       /* GEMM packing buffers */
-    float *scratch;           /* per-thread buffers of the kernels that keep one (packed convolutions), sized at
-                               * creation for scratch_threads threads: outside the arena, like the GEMM's */
+    mxcc_gemm_ws *gemm;       /* GEMM packing buffers, one slot per thread */
+    float *scratch;           /* per-thread buffers of the kernels that keep one (packed convolutions): outside
+                               * the arena, like the GEMM's */
     size_t scratch_floats;
-    int scratch_threads;
+    int scratch_threads;      /* the GEMM slots and the scratch have room for this many OpenMP threads; a kernel
+                               * asked to run with more runs serially (mxcc_ctx_reserve_threads makes room) */
     mxcc_prof prof;           /* profiler event buffer (empty until enabled) */
     float hyper[MXCC_NUM_HYPER];  /* optimizer hyper-parameters of the next update (training) */
     uint64_t rng_seed;        /* random operators (training Dropout): see rng/mxcc_rng.h */
@@ -52,11 +53,19 @@ typedef struct mxcc_slot_info {
     size_t size;              /* elements */
 } mxcc_slot_info;
 
-/* NULL on failure, with a message in err. */
+/* NULL on failure, with a message in err. Per-thread buffers are sized for `threads` threads (<= 0:
+ * mxcc_default_threads()); scratch_floats is the kernels' scratch for that many. */
 mxcc_ctx *mxcc_ctx_create(size_t arena_bytes, size_t derived_bytes, int n_slots, size_t scratch_floats,
-                          int scratch_threads, char *err, size_t errlen);
+                          int threads, char *err, size_t errlen);
+/* Room for `threads` threads (scratch_floats: the kernels' scratch for that many); no-op if there is room.
+ * 0, or -1 out of memory (the context is unchanged). Not while the context runs. */
+int mxcc_ctx_reserve_threads(mxcc_ctx *ctx, size_t scratch_floats, int threads);
+/* The threads a new context makes room for: OpenMP's current count or the processors, whichever is more
+ * (so raising the count to the machine's size later never falls back to serial kernels). */
+int mxcc_default_threads(void);
 void mxcc_ctx_free(mxcc_ctx *ctx);
 void **mxcc_ctx_slots(mxcc_ctx *ctx);
+int mxcc_ctx_threads(const mxcc_ctx *ctx);   /* the threads its per-thread buffers have room for */
 float *mxcc_ctx_hyper(mxcc_ctx *ctx);
 /* Seed the context's random operators and restart their step count (a new context has seed 0). */
 void mxcc_ctx_set_seed(mxcc_ctx *ctx, uint64_t seed);
