@@ -19,9 +19,24 @@ from mxcc.ops.base import Fusion, OpDef
 GEMM_SMALL_M = 32
 
 
+# One row (batch-1 inference) reads a constant weight packed at bind time too, through
+# mxcc_gemm_f32_small_m_packed_b (runtime_c/gemm/smallm_packed_f32.c: each A value broadcast against the panels,
+# no horizontal sums). One thread, C driver, same build: 784->128 3.4 vs 3.7 us, 128->64 0.155 vs 0.48 us,
+# 64->10 0.09-0.11 vs 0.17 us (the MLP's layers); at 2-4 rows the unpacked path's dot products win
+# (2 x 128 x 784: 4.2-4.7 vs 5.5 us), so only M = 1 takes it.
+SMALL_M_PACKED = 1
+
+
+def small_m_packed(m: int) -> bool:
+    """Whether a GEMM of m rows with a B packed at bind time runs mxcc_gemm_f32_small_m_packed_b. For one row
+    op(A) is the same contiguous vector whether A is transposed or not."""
+    return m <= SMALL_M_PACKED
+
+
 def prepack_pays(m: int, trans_b: bool) -> bool:
-    """Whether a GEMM with M = m rows packs its B per call (so a bind-time packing saves that work)."""
-    return not (trans_b and m <= GEMM_SMALL_M)
+    """Whether packing B once at bind time saves work: the GEMM packs its B per call, or one row reads the
+    panels with mxcc_gemm_f32_small_m_packed_b."""
+    return small_m_packed(m) or not (trans_b and m <= GEMM_SMALL_M)
 
 
 @dataclass(frozen=True)
@@ -67,7 +82,7 @@ def _lower(a: FCAttrs, k):
     m, kk = _mk(a, k.in_type("data").shape)
     return "kernels/gemm.c.j2", dict(
         m=m, n=a.num_hidden, k=kk, trans_a="MXCC_NO_TRANS", trans_b="MXCC_TRANS",
-        a="data", lda=kk, b="weight", ldb=kk, c="out", ldc=a.num_hidden,
+        a="data", lda=kk, b="weight", ldb=kk, c="out", ldc=a.num_hidden, small_m=small_m_packed(m),
         bp=k.packed_input("weight", gemm_pack_b(kk, a.num_hidden, trans=True)) if prepack_pays(m, True) else None,
         epilogue=k.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=False, ld_residual=a.num_hidden),
         what=f"out[{m},{a.num_hidden}] = data[{m},{kk}] . weight[{a.num_hidden},{kk}]^T",

@@ -75,6 +75,16 @@ void mxcc_gemm_pack_b_f32(int trans_b, int K, int N, const float *B, int ldb, fl
 void mxcc_gemm_f32_packed_b(mxcc_gemm_ws *ws, int trans_a, int M, int N, int K, const float *A, int lda,
                             const float *Bp, float beta, float *C, int ldc, const mxcc_epilogue *ep);
 
+/* ---- a few rows against B packed once: batch-1..4 FullyConnected (runtime_c/gemm/smallm_packed_f32.c) -----
+ * C (M, N) = A (M, K) . op(B), op(B) from mxcc_gemm_pack_b_f32's panels, then the epilogue; beta 0 (C is
+ * write-only), A read in place (row-major, lda). Each panel streams once per MXCC_GEMM_SMALLM_PACKED_MAX rows
+ * with every A value broadcast against it: no packing, no horizontal sums. Any M works; past the bound the
+ * general mxcc_gemm_f32_packed_b is faster. parallel: split the panels over OpenMP threads when the weight
+ * pays for a fork; the result does not depend on the thread count. */
+#define MXCC_GEMM_SMALLM_PACKED_MAX 4
+void mxcc_gemm_f32_small_m_packed_b(int M, int N, int K, const float *A, int lda, const float *Bp, float *C,
+                                    int ldc, const mxcc_epilogue *ep, int parallel);
+
 /* The plain reference: triple loop + the same epilogue. The test oracle and nothing else. */
 void mxcc_gemm_f32_ref(int trans_a, int trans_b, int M, int N, int K,
                        const float *A, int lda, const float *B, int ldb,

@@ -74,6 +74,26 @@ def test_small_batch_and_unfolded_builds(rng, tmp_path):
     assert rel_err(plain.forward(data=x)[0], _ref(p, x)) <= 1e-5
 
 
+@needs_gcc
+def test_batch_one_reads_packed_weights_by_broadcast(rng, tmp_path):
+    """Batch 1: every GEMM with a constant B (FullyConnected's weight, the folded one, dot's rhs) reads panels
+    packed by net_prepare through mxcc_gemm_f32_small_m_packed_b; right after set_params too; under ASan/UBSan."""
+    p1, p2 = _params(rng), _params(rng, shift=1.0)
+    x = rng.standard_normal((1, 33)).astype(np.float32)
+    mod = mxcc.compile(_net(), {"data": x.shape}, p1, out_dir=tmp_path / "one", name="net")
+    src = (tmp_path / "one" / "net.c").read_text()
+    assert src.count("mxcc_gemm_f32_small_m_packed_b(") == 3 and "mxcc_gemm_f32(" not in src
+    assert rel_err(mod.forward(data=x)[0], _ref(p1, x)) <= 1e-5
+    mod.set_params(p2)
+    assert rel_err(mod.forward(data=x)[0], _ref(p2, x)) <= 1e-5
+    out = mxcc.compile(_net(), {"data": (1, 33)}, sanitize=True, out_dir=tmp_path / "san", name="net")
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1")
+    r = subprocess.run([str(out / "net_bench"), "--iters", "2", "--warmup", "1"], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0 and "runtime error" not in r.stderr and "AddressSanitizer" not in r.stderr, \
+        r.stdout + r.stderr
+
+
 class _SGD:
     kind, state_names = "sgd", ()
 
