@@ -29,6 +29,10 @@ from mxcc.ops._spatial import LAYOUTS, check_layout, conv_out, dilated, geom, pe
 from mxcc.ops.base import Fusion, OpDef
 
 PARALLEL_MIN_ELEMENTS = 1 << 15   # below this an OpenMP fork costs more than the loop
+# The same bound counted in multiply-adds, for the decision of a whole layer: counting only its input
+# elements left MobileNet's 512->1024@7 (49 pixels x 512 channels = 25k elements, 26M MACs) and its 512-channel
+# depthwise @7 on one thread, the whole layer as slow with 2 threads as with 1 (567 vs 582 us).
+PARALLEL_MIN_MACS = 1 << 17
 
 # The im2col block: C*K rows x NB output pixels, built then multiplied at once. Bounded so that (1) the
 # scratch stays small next to the activations (a whole image's columns were 7.4 MiB in ResNet-50's first
@@ -180,7 +184,7 @@ def _lower(a: ConvAttrs, k):
     kind = path(a, x, k.const)
     if kind in ("packed", "winograd"):
         return _lower_packed(a, k, x, y, kind)
-    work = x[0] * c * ohw * (kk if kind == "im2col" else 1)
+    macs = x[0] * o * ohw * cg * kk       # the layer's multiply-adds (depthwise: cg = 1)
     nb = col_block(c * kk, ohw) if kind == "im2col" else ohw
     shape = "x".join(map(str, kern))
     desc = {"depthwise": f"depthwise {shape}: out[n, c] = sum over the {shape} window of weight[c] * data[n, c]",
@@ -195,7 +199,7 @@ def _lower(a: ConvAttrs, k):
         b_grp=cg * hw, y_grp=og * ohw,
         geom=geom(c, x[2:], y[2:], kern, st, p, d) if kind != "gemm" else [],
         **per_image_epilogue(k, None if a.no_bias else "bias", o * ohw, ohw),
-        parallel=int((c * kk * nb if kind == "im2col" else work) >= PARALLEL_MIN_ELEMENTS),
+        parallel=int(c * kk * nb >= PARALLEL_MIN_ELEMENTS if kind == "im2col" else macs >= PARALLEL_MIN_MACS),
         what=f"{desc}; stride {st} pad {p} dilate {d} groups {g}", o=o, thread_scratch=None, weight="weight", fn="",
     )
 
@@ -218,7 +222,7 @@ def _lower_packed(a: ConvAttrs, k, x, y, kind: str):
         path=kind, fn=fn, batch=x[0], groups=1, m=o, n=ohw, nb=ohw, k=kk, x_img=c * prod(x[2:]), y_img=o * ohw,
         w_grp=o * kk, b_grp=0, y_grp=0, geom=gm, o=o, weight=weight,
         epilogue=k.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=True, ld_residual=ohw),
-        ep_per_image=False, parallel=int(x[0] * ohw * kk >= PARALLEL_MIN_ELEMENTS),
+        ep_per_image=False, parallel=int(x[0] * ohw * kk * o >= PARALLEL_MIN_MACS),
         thread_scratch=f"{fn}_scratch_floats(&{literal}, {x[0]}, {o}, threads)",
         what=f"{what}; stride {st} pad {p} dilate {d}")
 
