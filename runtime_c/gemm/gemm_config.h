@@ -112,7 +112,9 @@
  * (~1-3 us with libgomp) outweighs the split: the driver uses fewer threads (serial under 2x this).
  * The small-M path counts its work as 2 * max(M, 16) * N * K: below M = 16 it is bound by reading W, not by
  * FMAs, and two threads read two halves of W from two L2s: batch-1 784 -> 128 (401 KB of W) on 2 threads
- * 3.55 us against 4.14 us on one (best of 10 alternating rounds; with max(M, 8) it stayed on one thread). */
-#define MXCC_GEMM_MIN_FLOPS_PER_THREAD (1 << 20)
+ * 3.55 us against 4.14 us on one (best of 10 alternating rounds; with max(M, 8) it stayed on one thread).
+ * 2^19 rather than 2^20 (Zen 4, benchmarks/gemm.py --quick --threads 2 --rounds 3): 128->64 b64 12.9 -> 10.7 us,
+ * b100 21.4 -> 13.5 us (0.96x -> 1.56x numpy), which 2^20 kept on one thread; larger shapes unchanged. */
+#define MXCC_GEMM_MIN_FLOPS_PER_THREAD (1 << 19)
 
 #endif /* MXCC_GEMM_CONFIG_H */
