@@ -24,7 +24,6 @@
  * output element is one tile over the whole C whatever the split: the result does not depend on the thread
  * count (bit for bit).
  */
-#include <string.h>
 
 #include "mxcc_conv.h"
 #include "gemm/gemm_internal.h"
@@ -37,14 +36,19 @@
 #include <immintrin.h>
 #endif
 
+/* MR_STEP: the tile heights compiled for a last weight panel that is not full (O = 64 with MR = 12: 5 tiles
+ * of 12 rows and one of 4, not 12 rows of which 4 are stored) */
 #if defined(__AVX512F__)
 #define MR 12
+#define MR_STEP 4
 #define VL 16
 #elif defined(__AVX2__) && defined(__FMA__)
 #define MR 6
+#define MR_STEP 2
 #define VL 8
 #else
 #define MR 4
+#define MR_STEP 4
 #define VL 8
 #endif
 #define NV 2
@@ -80,17 +84,27 @@ long mxcc_conv1x1_scratch_floats(int C, int max_threads)
     return (long)max_threads * round16((long)C * NR_MAX);
 }
 
-/* bp (C, NR) = pixels [p0, p0 + np) of x (C, P), zero past np. */
+/* bp (C, NR) = pixels [p0, p0 + np) of x (C, P), zero past np. A row is one or two vectors: inline copies,
+ * not a library call per 128-byte row. */
 static void pack_pixels(long C, long P, const float *restrict x, long p0, int np, float *restrict bp)
 {
+    x += p0;
+#if defined(__AVX512F__)
+    const __mmask16 k0 = np >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << np) - 1);
+    const __mmask16 k1 = np >= 32 ? (__mmask16)0xFFFF : np > 16 ? (__mmask16)((1u << (np - 16)) - 1) : 0;
+    for (long c = 0; c < C; c++) {
+        _mm512_storeu_ps(bp + c * NR, _mm512_maskz_loadu_ps(k0, x + c * P));
+        _mm512_storeu_ps(bp + c * NR + 16, _mm512_maskz_loadu_ps(k1, x + c * P + 16));
+    }
+#else
     if (np == NR) {
-        for (long c = 0; c < C; c++) memcpy(bp + c * NR, x + c * P + p0, sizeof(float) * NR);
+        for (long c = 0; c < C; c++)
+            for (int j = 0; j < NR; j++) bp[c * NR + j] = x[c * P + j];
         return;
     }
-    for (long c = 0; c < C; c++) {
-        memcpy(bp + c * NR, x + c * P + p0, sizeof(float) * (size_t)np);
-        memset(bp + c * NR + np, 0, sizeof(float) * (size_t)(NR - np));
-    }
+    for (long c = 0; c < C; c++)
+        for (int j = 0; j < NR; j++) bp[c * NR + j] = j < np ? x[c * P + j] : 0.0f;
+#endif
 }
 
 /* The epilogue of one tile: vectors at its first channel, the residual at its first (channel, pixel). */
@@ -130,22 +144,22 @@ static inline __m512 act512(const tile_ep *e, __m512 v)
 
 /* y[r, 0:n] (row stride ldy) for r < m = wp (C, MR)^T . bp (C, NR), nv vectors per row (n <= nv * 16),
  * then the epilogue. */
-static inline __attribute__((always_inline)) void tile(int nv, long C, const float *restrict wp,
+static inline __attribute__((always_inline)) void tile(int mr, int nv, long C, const float *restrict wp,
                                                        const float *restrict bp, int m, int n, float *restrict y,
                                                        long ldy, const tile_ep *e)
 {
     __m512 acc[MR][NV];
-    for (int r = 0; r < MR; r++)
+    for (int r = 0; r < mr; r++)
         for (int v = 0; v < nv; v++) acc[r][v] = _mm512_setzero_ps();
     for (long c = 0; c < C; c++) {
         __m512 b[NV];
         for (int v = 0; v < nv; v++) b[v] = _mm512_loadu_ps(bp + c * NR + 16 * v);
-        for (int r = 0; r < MR; r++) {
+        for (int r = 0; r < mr; r++) {
             const __m512 w = _mm512_set1_ps(wp[c * MR + r]);
             for (int v = 0; v < nv; v++) acc[r][v] = _mm512_fmadd_ps(w, b[v], acc[r][v]);
         }
     }
-    for (int r = 0; r < MR; r++) {
+    for (int r = 0; r < mr; r++) {
         if (r >= m) break;
         for (int v = 0; v < nv; v++) {
             const int left = n - 16 * v;
@@ -181,23 +195,23 @@ static inline __m256 act256(const tile_ep *e, __m256 v)
     }
 }
 
-static inline __attribute__((always_inline)) void tile(int nv, long C, const float *restrict wp,
+static inline __attribute__((always_inline)) void tile(int mr, int nv, long C, const float *restrict wp,
                                                        const float *restrict bp, int m, int n, float *restrict y,
                                                        long ldy, const tile_ep *e)
 {
     __m256 acc[MR][NV];
-    for (int r = 0; r < MR; r++)
+    for (int r = 0; r < mr; r++)
         for (int v = 0; v < nv; v++) acc[r][v] = _mm256_setzero_ps();
     for (long c = 0; c < C; c++) {
         __m256 b[NV];
         for (int v = 0; v < nv; v++) b[v] = _mm256_loadu_ps(bp + c * NR + 8 * v);
-        for (int r = 0; r < MR; r++) {
+        for (int r = 0; r < mr; r++) {
             const __m256 w = _mm256_broadcast_ss(wp + c * MR + r);
             for (int v = 0; v < nv; v++) acc[r][v] = _mm256_fmadd_ps(w, b[v], acc[r][v]);
         }
     }
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    for (int r = 0; r < MR; r++) {
+    for (int r = 0; r < mr; r++) {
         if (r >= m) break;
         for (int v = 0; v < nv; v++) {
             const int left = n - 8 * v;
@@ -216,11 +230,12 @@ static inline __attribute__((always_inline)) void tile(int nv, long C, const flo
 }
 #else
 /* Plain C: the accumulators in an array the compiler may vectorize; the epilogue after the store. */
-static inline void tile(int nv, long C, const float *restrict wp, const float *restrict bp, int m, int n,
+static inline void tile(int mr, int nv, long C, const float *restrict wp, const float *restrict bp, int m, int n,
                         float *restrict y, long ldy, const tile_ep *e)
 {
     float acc[MR][NR];
     const int w = nv * VL;
+    (void)mr;   /* MR_STEP = MR: one height */
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < w; j++) acc[r][j] = 0.0f;
     for (long c = 0; c < C; c++)
@@ -248,18 +263,23 @@ static inline void tile(int nv, long C, const float *restrict wp, const float *r
 }
 #endif
 
-/* Two instances: the full-width tile and the half-width one for a panel's last few pixels. */
-static __attribute__((noinline)) void tile_full(long C, const float *wp, const float *bp, int m, int n, float *y,
-                                                long ldy, const tile_ep *e)
-{
-    tile(NV, C, wp, bp, m, n, y, ldy, e);
-}
-
-static __attribute__((noinline)) void tile_half(long C, const float *wp, const float *bp, int m, int n, float *y,
-                                                long ldy, const tile_ep *e)
-{
-    tile(1, C, wp, bp, m, n, y, ldy, e);
-}
+/* The instances: every height MR_STEP, 2*MR_STEP, .., MR, each full width (NV vectors) and half width (one
+ * vector: a panel's last few pixels). */
+typedef void tile_fn(long C, const float *wp, const float *bp, int m, int n, float *y, long ldy, const tile_ep *e);
+#define TILE_FN(mr, nv) \
+    static __attribute__((noinline)) void tile_##mr##x##nv(long C, const float *wp, const float *bp, int m, int n, \
+                                                           float *y, long ldy, const tile_ep *e) \
+    { tile(mr, nv, C, wp, bp, m, n, y, ldy, e); }
+#if MR == 12 && MR_STEP == 4
+TILE_FN(4, 1) TILE_FN(4, 2) TILE_FN(8, 1) TILE_FN(8, 2) TILE_FN(12, 1) TILE_FN(12, 2)
+static tile_fn *const TILES[][2] = {{tile_4x1, tile_4x2}, {tile_8x1, tile_8x2}, {tile_12x1, tile_12x2}};
+#elif MR == 6 && MR_STEP == 2
+TILE_FN(2, 1) TILE_FN(2, 2) TILE_FN(4, 1) TILE_FN(4, 2) TILE_FN(6, 1) TILE_FN(6, 2)
+static tile_fn *const TILES[][2] = {{tile_2x1, tile_2x2}, {tile_4x1, tile_4x2}, {tile_6x1, tile_6x2}};
+#else
+TILE_FN(4, 1) TILE_FN(4, 2)
+static tile_fn *const TILES[][2] = {{tile_4x1, tile_4x2}};
+#endif
 
 /* ---- driver ------------------------------------------------------------------------------------------------ */
 
@@ -297,8 +317,7 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
                 e.res = ep->residual ? ep->residual + (n * pb->O + o0) * (long)ep->ld_residual + p0 : NULL;
             }
             const float *w = pb->wp + (long)b * C * MR;   /* (C, MR) */
-            if (np <= NR - VL) tile_half(C, w, bp, m, np, y, P, &e);
-            else tile_full(C, w, bp, m, np, y, P, &e);
+            TILES[(m - 1) / MR_STEP][np > VL](C, w, bp, m, np, y, P, &e);
             if (ep && !act_in_registers(ep->act)) {   /* sigmoid, tanh, ...: on the stored tile */
                 mxcc_epilogue act = {0};
                 act.act = ep->act;
