@@ -2,7 +2,8 @@
 path: tiles of output channels x pixels written straight into NCHW) against the paths it replaces and ONNX
 Runtime's Conv.
 
-    python3 benchmarks/conv1x1.py [--threads 1,2] [--rounds 3] [--engines pw,packed,gemm,ort] [--json out.jsonl]
+    python3 benchmarks/conv1x1.py [--threads 1,2] [--rounds 3] [--engines pw,packed,gemm,ort] [--only 14,7]
+                               [--json out.jsonl]
 
 pw      mxcc_conv1x1_f32, weight packed once beforehand (mxcc_conv1x1_pack_w_f32)
 packed  mxcc_conv_packed_f32 (pixels as rows, transposed store), weight packed once beforehand
@@ -36,6 +37,8 @@ def worker(spec: dict) -> list[dict]:
     rng = np.random.default_rng(0)
     results = []
     for name, batch, c, size, o in LAYERS:
+        if spec["only"] and not any(f"@{s}" in name for s in spec["only"].split(",")):
+            continue
         P = size * size
         x = rng.standard_normal((batch, c, size, size)).astype(np.float32)
         w = (rng.standard_normal((o, c, 1, 1)) / np.sqrt(c)).astype(np.float32)
@@ -76,6 +79,7 @@ def main() -> None:
     if ap is None:
         return
     ap.add_argument("--engines", default="pw,packed,gemm,ort")
+    ap.add_argument("--only", default="", help="image sizes to time, e.g. 14,7 (default: all)")
     args = ap.parse_args()
     engines = args.engines.split(",")
     rows, records = [], []
@@ -84,7 +88,8 @@ def main() -> None:
         for _ in range(args.rounds):   # alternate the engines: each round sees the same noise
             for engine in engines:
                 for r in harness.run_worker(__file__, {"engine": engine, "threads": threads,
-                                                       "min_time": args.min_time}, threads):
+                                                       "min_time": args.min_time,
+                                                       "only": args.only}, threads):
                     rounds.setdefault((r["layer"], r["flops"]), {}).setdefault(engine, []).append(r["samples"])
         for (layer, flops), by_engine in rounds.items():
             row = {"threads": threads, "layer": layer}

@@ -14,7 +14,8 @@
  *      L1 when P is a multiple of 1024), zero past the image's last pixel; reused by every weight panel.
  *
  * Tile: AVX-512 12 channels x 32 pixels (24 zmm accumulators), AVX2+FMA 6 x 16 (12 ymm), plain C 4 x 16.
- * A pixel panel with at most NR/2 valid pixels runs with one vector per row instead of two.
+ * A pixel panel with at most NR/2 valid pixels runs with one vector per row instead of two (AVX-512: at most
+ * 8 with one 8-lane vector).
  * Loop nest per thread: pixel panel (packed once) -> weight panel (C x MR, from L1/L2) -> tile over all C,
  * epilogue on the accumulators, store.
  *
@@ -122,60 +123,7 @@ static inline int act_in_registers(mxcc_act a)
     return a == MXCC_ACT_NONE || a == MXCC_ACT_RELU || a == MXCC_ACT_LEAKY || a == MXCC_ACT_CLIP;
 }
 
-#if defined(__AVX512F__)
-static inline __m512 act512(const tile_ep *e, __m512 v)
-{
-    const __m512 z = _mm512_setzero_ps();
-    switch (e->act) {
-    case MXCC_ACT_RELU:   /* a > 0 ? a : 0 (NaN -> 0, as the scalar epilogue) */
-        return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, z, _CMP_GT_OQ), v);
-    case MXCC_ACT_LEAKY:
-        return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, z, _CMP_GT_OQ), _mm512_mul_ps(v, _mm512_set1_ps(e->alpha)), v);
-    case MXCC_ACT_CLIP: {  /* a < lo ? lo : (a > hi ? hi : a) */
-        const __m512 lo = _mm512_set1_ps(e->lo), hi = _mm512_set1_ps(e->hi);
-        const __mmask16 below = _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ);
-        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
-        return _mm512_mask_blend_ps(below, v, lo);
-    }
-    default:
-        return v;
-    }
-}
-
-/* y[r, 0:n] (row stride ldy) for r < m = wp (C, MR)^T . bp (C, NR), nv vectors per row (n <= nv * 16),
- * then the epilogue. */
-static inline __attribute__((always_inline)) void tile(int mr, int nv, long C, const float *restrict wp,
-                                                       const float *restrict bp, int m, int n, float *restrict y,
-                                                       long ldy, const tile_ep *e)
-{
-    __m512 acc[MR][NV];
-    for (int r = 0; r < mr; r++)
-        for (int v = 0; v < nv; v++) acc[r][v] = _mm512_setzero_ps();
-    for (long c = 0; c < C; c++) {
-        __m512 b[NV];
-        for (int v = 0; v < nv; v++) b[v] = _mm512_loadu_ps(bp + c * NR + 16 * v);
-        for (int r = 0; r < mr; r++) {
-            const __m512 w = _mm512_set1_ps(wp[c * MR + r]);
-            for (int v = 0; v < nv; v++) acc[r][v] = _mm512_fmadd_ps(w, b[v], acc[r][v]);
-        }
-    }
-    for (int r = 0; r < mr; r++) {
-        if (r >= m) break;
-        for (int v = 0; v < nv; v++) {
-            const int left = n - 16 * v;
-            if (left <= 0) break;
-            const __mmask16 k = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
-            __m512 a = acc[r][v];
-            if (e->scale) a = _mm512_mul_ps(a, _mm512_set1_ps(e->scale[r]));
-            if (e->shift) a = _mm512_add_ps(a, _mm512_set1_ps(e->shift[r]));
-            if (e->bias) a = _mm512_add_ps(a, _mm512_set1_ps(e->bias[r]));
-            if (e->res) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(k, e->res + r * e->ld + 16 * v));
-            a = act512(e, a);
-            _mm512_mask_storeu_ps(y + r * ldy + 16 * v, k, a);
-        }
-    }
-}
-#elif defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX2__) && defined(__FMA__)   /* also in AVX-512 builds: the quarter-width tile */
 static inline __m256 act256(const tile_ep *e, __m256 v)
 {
     switch (e->act) {
@@ -195,7 +143,7 @@ static inline __m256 act256(const tile_ep *e, __m256 v)
     }
 }
 
-static inline __attribute__((always_inline)) void tile(int mr, int nv, long C, const float *restrict wp,
+static inline __attribute__((always_inline)) void tile256(int mr, int nv, long C, const float *restrict wp,
                                                        const float *restrict bp, int m, int n, float *restrict y,
                                                        long ldy, const tile_ep *e)
 {
@@ -228,7 +176,64 @@ static inline __attribute__((always_inline)) void tile(int mr, int nv, long C, c
         }
     }
 }
-#else
+#endif
+
+#if defined(__AVX512F__)
+static inline __m512 act512(const tile_ep *e, __m512 v)
+{
+    const __m512 z = _mm512_setzero_ps();
+    switch (e->act) {
+    case MXCC_ACT_RELU:   /* a > 0 ? a : 0 (NaN -> 0, as the scalar epilogue) */
+        return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, z, _CMP_GT_OQ), v);
+    case MXCC_ACT_LEAKY:
+        return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, z, _CMP_GT_OQ), _mm512_mul_ps(v, _mm512_set1_ps(e->alpha)), v);
+    case MXCC_ACT_CLIP: {  /* a < lo ? lo : (a > hi ? hi : a) */
+        const __m512 lo = _mm512_set1_ps(e->lo), hi = _mm512_set1_ps(e->hi);
+        const __mmask16 below = _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ);
+        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
+        return _mm512_mask_blend_ps(below, v, lo);
+    }
+    default:
+        return v;
+    }
+}
+
+/* y[r, 0:n] (row stride ldy) for r < m = wp (C, MR)^T . bp (C, NR), nv vectors per row (n <= nv * 16),
+ * then the epilogue. */
+static inline __attribute__((always_inline)) void tile512(int mr, int nv, long C, const float *restrict wp,
+                                                       const float *restrict bp, int m, int n, float *restrict y,
+                                                       long ldy, const tile_ep *e)
+{
+    __m512 acc[MR][NV];
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < nv; v++) acc[r][v] = _mm512_setzero_ps();
+    for (long c = 0; c < C; c++) {
+        __m512 b[NV];
+        for (int v = 0; v < nv; v++) b[v] = _mm512_loadu_ps(bp + c * NR + 16 * v);
+        for (int r = 0; r < mr; r++) {
+            const __m512 w = _mm512_set1_ps(wp[c * MR + r]);
+            for (int v = 0; v < nv; v++) acc[r][v] = _mm512_fmadd_ps(w, b[v], acc[r][v]);
+        }
+    }
+    for (int r = 0; r < mr; r++) {
+        if (r >= m) break;
+        for (int v = 0; v < nv; v++) {
+            const int left = n - 16 * v;
+            if (left <= 0) break;
+            const __mmask16 k = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+            __m512 a = acc[r][v];
+            if (e->scale) a = _mm512_mul_ps(a, _mm512_set1_ps(e->scale[r]));
+            if (e->shift) a = _mm512_add_ps(a, _mm512_set1_ps(e->shift[r]));
+            if (e->bias) a = _mm512_add_ps(a, _mm512_set1_ps(e->bias[r]));
+            if (e->res) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(k, e->res + r * e->ld + 16 * v));
+            a = act512(e, a);
+            _mm512_mask_storeu_ps(y + r * ldy + 16 * v, k, a);
+        }
+    }
+}
+#endif
+
+#if !defined(__AVX512F__) && !(defined(__AVX2__) && defined(__FMA__))
 /* Plain C: the accumulators in an array the compiler may vectorize; the epilogue after the store. */
 static inline void tile(int mr, int nv, long C, const float *restrict wp, const float *restrict bp, int m, int n,
                         float *restrict y, long ldy, const tile_ep *e)
@@ -263,23 +268,42 @@ static inline void tile(int mr, int nv, long C, const float *restrict wp, const 
 }
 #endif
 
-/* The instances: every height MR_STEP, 2*MR_STEP, .., MR, each full width (NV vectors) and half width (one
- * vector: a panel's last few pixels). */
+/* The instances: every height MR_STEP, 2*MR_STEP, .., MR, in every width class: one 8-lane vector (a
+ * panel's last <= 8 pixels), then on AVX-512 one and two 16-lane vectors, on AVX2 two 8-lane vectors.
+ * 14x14 images (196 = 6 x 32 + 4 pixels) run 200 lanes instead of 208 with the 8-lane class. */
 typedef void tile_fn(long C, const float *wp, const float *bp, int m, int n, float *y, long ldy, const tile_ep *e);
-#define TILE_FN(mr, nv) \
-    static __attribute__((noinline)) void tile_##mr##x##nv(long C, const float *wp, const float *bp, int m, int n, \
-                                                           float *y, long ldy, const tile_ep *e) \
-    { tile(mr, nv, C, wp, bp, m, n, y, ldy, e); }
-#if MR == 12 && MR_STEP == 4
-TILE_FN(4, 1) TILE_FN(4, 2) TILE_FN(8, 1) TILE_FN(8, 2) TILE_FN(12, 1) TILE_FN(12, 2)
-static tile_fn *const TILES[][2] = {{tile_4x1, tile_4x2}, {tile_8x1, tile_8x2}, {tile_12x1, tile_12x2}};
-#elif MR == 6 && MR_STEP == 2
-TILE_FN(2, 1) TILE_FN(2, 2) TILE_FN(4, 1) TILE_FN(4, 2) TILE_FN(6, 1) TILE_FN(6, 2)
-static tile_fn *const TILES[][2] = {{tile_2x1, tile_2x2}, {tile_4x1, tile_4x2}, {tile_6x1, tile_6x2}};
+#define TILE_FN(kernel, name, mr, nv) \
+    static __attribute__((noinline)) void name(long C, const float *wp, const float *bp, int m, int n, float *y, \
+                                               long ldy, const tile_ep *e) \
+    { kernel(mr, nv, C, wp, bp, m, n, y, ldy, e); }
+#if defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+#define WIDTHS 3
+TILE_FN(tile256, t4q, 4, 1) TILE_FN(tile512, t4h, 4, 1) TILE_FN(tile512, t4f, 4, 2)
+TILE_FN(tile256, t8q, 8, 1) TILE_FN(tile512, t8h, 8, 1) TILE_FN(tile512, t8f, 8, 2)
+TILE_FN(tile256, t12q, 12, 1) TILE_FN(tile512, t12h, 12, 1) TILE_FN(tile512, t12f, 12, 2)
+static tile_fn *const TILES[][WIDTHS] = {{t4q, t4h, t4f}, {t8q, t8h, t8f}, {t12q, t12h, t12f}};
+#elif defined(__AVX512F__)
+#define WIDTHS 2
+TILE_FN(tile512, t4h, 4, 1) TILE_FN(tile512, t4f, 4, 2) TILE_FN(tile512, t8h, 8, 1) TILE_FN(tile512, t8f, 8, 2)
+TILE_FN(tile512, t12h, 12, 1) TILE_FN(tile512, t12f, 12, 2)
+static tile_fn *const TILES[][WIDTHS] = {{t4h, t4f}, {t8h, t8f}, {t12h, t12f}};
+#elif defined(__AVX2__) && defined(__FMA__)
+#define WIDTHS 2
+TILE_FN(tile256, t2h, 2, 1) TILE_FN(tile256, t2f, 2, 2) TILE_FN(tile256, t4h, 4, 1) TILE_FN(tile256, t4f, 4, 2)
+TILE_FN(tile256, t6h, 6, 1) TILE_FN(tile256, t6f, 6, 2)
+static tile_fn *const TILES[][WIDTHS] = {{t2h, t2f}, {t4h, t4f}, {t6h, t6f}};
 #else
-TILE_FN(4, 1) TILE_FN(4, 2)
-static tile_fn *const TILES[][2] = {{tile_4x1, tile_4x2}};
+#define WIDTHS 2
+TILE_FN(tile, t4h, 4, 1) TILE_FN(tile, t4f, 4, 2)
+static tile_fn *const TILES[][WIDTHS] = {{t4h, t4f}};
 #endif
+
+/* The narrowest width class that holds np pixels. */
+static inline int width_class(int np)
+{
+    if (WIDTHS == 3 && np <= 8) return 0;
+    return WIDTHS - (np > NR / 2 ? 1 : 2);
+}
 
 /* ---- driver ------------------------------------------------------------------------------------------------ */
 
@@ -317,7 +341,7 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
                 e.res = ep->residual ? ep->residual + (n * pb->O + o0) * (long)ep->ld_residual + p0 : NULL;
             }
             const float *w = pb->wp + (long)b * C * MR;   /* (C, MR) */
-            TILES[(m - 1) / MR_STEP][np > VL](C, w, bp, m, np, y, P, &e);
+            TILES[(m - 1) / MR_STEP][width_class(np)](C, w, bp, m, np, y, P, &e);
             if (ep && !act_in_registers(ep->act)) {   /* sigmoid, tanh, ...: on the stored tile */
                 mxcc_epilogue act = {0};
                 act.act = ep->act;
