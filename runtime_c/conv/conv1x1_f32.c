@@ -16,8 +16,8 @@
  * Tile: AVX-512 12 channels x 32 pixels (24 zmm accumulators), AVX2+FMA 6 x 16 (12 ymm), plain C 4 x 16.
  * A pixel panel with at most NR/2 valid pixels runs with one vector per row instead of two (AVX-512: at most
  * 8 with one 8-lane vector).
- * Loop nest per thread: pixel panel (packed once) -> weight panel (C x MR, from L1/L2) -> tile over all C,
- * epilogue on the accumulators, store.
+ * Loop nest per thread: block of pixel panels (packed once, PW_BLOCK_FLOATS) -> weight panel (C x MR, from
+ * L1/L2) -> pixel panel -> tile over all C, epilogue on the accumulators, store.
  *
  * Threads: one parallel region per call. Work = (pixel panels of all images) x (weight panels). It is split
  * by pixel panels, or, when that balances worse (7x7 and 14x14 images: 2 and 7 panels), by weight panels
@@ -56,6 +56,17 @@
 #define NR (NV * VL)            /* pixels per tile */
 #define NR_MAX 32               /* the widest NR of any build: sizes the scratch */
 
+/* Packed pixels per block (floats): a block of pixel panels is packed, then every weight panel runs over all
+ * of its panels, so each output row and each input row is walked in runs of several panels (32 channels:
+ * 2048 pixels), not 128-byte pieces a plane apart; the block (256 KiB) stays in L2. At least one panel.
+ * C driver, 1 thread, best of 3 (us, data in cache / caches flushed before each call), one panel per block
+ * vs 32K / 64K / 128K floats: 32->64@112 848/1179 vs 630/772, 833/754, 615/837; 64->128@56 525/804 vs
+ * 529/616, 526/602, 528/626; 128->128@56 1006/1352 vs 1012/1207, 991/1106, 1002/1163; 256->256@28
+ * 1048/1131 vs 959/1058, 962/1047, 952/1032. */
+#ifndef PW_BLOCK_FLOATS
+#define PW_BLOCK_FLOATS (64 * 1024)
+#endif
+
 static inline long round16(long n) { return (n + 15) / 16 * 16; }   /* floats -> a multiple of 64 bytes */
 
 long mxcc_conv1x1_packed_w_floats(int C, int O)
@@ -76,13 +87,22 @@ void mxcc_conv1x1_pack_w_f32(int O, int C, const float *w, float *wp)
     }
 }
 
+/* Pixel panels per packed block for C channels (the same for every build: NR_MAX), and the floats it takes. */
+static long block_panels(long C)
+{
+    const long b = PW_BLOCK_FLOATS / (C * NR_MAX);
+    return b < 1 ? 1 : b;
+}
+
+static long thread_floats(long C) { return round16(block_panels(C) * C * NR_MAX); }
+
 long mxcc_conv1x1_scratch_floats(int C, int max_threads)
 {
 #ifdef _OPENMP
     if (max_threads <= 0) max_threads = omp_get_max_threads();
 #endif
     if (max_threads < 1) max_threads = 1;
-    return (long)max_threads * round16((long)C * NR_MAX);
+    return (long)max_threads * thread_floats(C);
 }
 
 /* bp (C, NR) = pixels [p0, p0 + np) of x (C, P), zero past np. A row is one or two vectors: inline copies,
@@ -327,27 +347,39 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
             e.act = ep->act; e.alpha = ep->alpha; e.lo = ep->lo; e.hi = ep->hi;
         }
     }
-    for (long u = u0; u < u1; u++) {
-        const long n = u / pb->panels, p0 = (u % pb->panels) * NR;
-        const int np = (int)(P - p0 < NR ? P - p0 : NR);
-        pack_pixels(C, P, pb->x + n * C * P, p0, np, bp);
+    const long bpn = block_panels(C);
+    for (long u = u0; u < u1;) {
+        /* block: panels [u, u + k) of image n, packed at bp + j * C * NR */
+        const long n = u / pb->panels, q0 = u % pb->panels;
+        long k = pb->panels - q0;
+        if (k > bpn) k = bpn;
+        if (k > u1 - u) k = u1 - u;
+        for (long j = 0; j < k; j++) {
+            const long p0 = (q0 + j) * NR;
+            pack_pixels(C, P, pb->x + n * C * P, p0, (int)(P - p0 < NR ? P - p0 : NR), bp + j * C * NR);
+        }
         for (int b = b0; b < b1; b++) {
             const int o0 = b * MR, m = pb->O - o0 < MR ? pb->O - o0 : MR;
-            float *y = pb->y + (n * pb->O + o0) * P + p0;   /* (m, np) at row stride P */
-            if (ep) {
-                e.scale = ep->scale ? ep->scale + o0 : NULL;
-                e.shift = ep->shift ? ep->shift + o0 : NULL;
-                e.bias = ep->bias ? ep->bias + o0 : NULL;
-                e.res = ep->residual ? ep->residual + (n * pb->O + o0) * (long)ep->ld_residual + p0 : NULL;
-            }
             const float *w = pb->wp + (long)b * C * MR;   /* (C, MR) */
-            TILES[(m - 1) / MR_STEP][width_class(np)](C, w, bp, m, np, y, P, &e);
-            if (ep && !act_in_registers(ep->act)) {   /* sigmoid, tanh, ...: on the stored tile */
-                mxcc_epilogue act = {0};
-                act.act = ep->act;
-                mxcc_epilogue_apply_f32(&act, y, (int)P, 0, 0, m, np);
+            for (long j = 0; j < k; j++) {
+                const long p0 = (q0 + j) * NR;
+                const int np = (int)(P - p0 < NR ? P - p0 : NR);
+                float *y = pb->y + (n * pb->O + o0) * P + p0;   /* (m, np) at row stride P */
+                if (ep) {
+                    e.scale = ep->scale ? ep->scale + o0 : NULL;
+                    e.shift = ep->shift ? ep->shift + o0 : NULL;
+                    e.bias = ep->bias ? ep->bias + o0 : NULL;
+                    e.res = ep->residual ? ep->residual + (n * pb->O + o0) * (long)ep->ld_residual + p0 : NULL;
+                }
+                TILES[(m - 1) / MR_STEP][width_class(np)](C, w, bp + j * C * NR, m, np, y, P, &e);
+                if (ep && !act_in_registers(ep->act)) {   /* sigmoid, tanh, ...: on the stored tile */
+                    mxcc_epilogue act = {0};
+                    act.act = ep->act;
+                    mxcc_epilogue_apply_f32(&act, y, (int)P, 0, 0, m, np);
+                }
             }
         }
+        u += k;
     }
 }
 
@@ -358,7 +390,7 @@ void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const floa
     const int panels = (P + NR - 1) / NR, nb = (O + MR - 1) / MR;
     const long units = (long)batch * panels;
     const problem pb = {C, P, O, panels, x, wp, ep && !mxcc_epilogue_is_noop(ep) ? ep : NULL, y};
-    const long per_thread = round16((long)C * NR_MAX);
+    const long per_thread = thread_floats(C);
     int nt = 1;
 #ifdef _OPENMP
     if (parallel && !omp_in_parallel()) {

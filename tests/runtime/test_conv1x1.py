@@ -133,7 +133,8 @@ class Pointwise:
 
 # (batch, C, P, O): tails of every tile dimension; P = 1, a half-width last panel, 7x7, 14x14
 SHAPES = [(1, 1, 1, 1), (3, 5, 1, 13), (1, 19, 33, 29), (3, 7, 49, 12), (1, 32, 196, 64), (2, 3, 47, 5),
-          (1, 64, 100, 25), (1, 130, 17, 7), (3, 2, 65, 40)]
+          (1, 64, 100, 25), (1, 130, 17, 7), (3, 2, 65, 40),
+          (2, 300, 300, 20)]   # 6 panels per packed block (PW_BLOCK_FLOATS), 10 per image: 2 blocks per image
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "n{}c{}p{}o{}".format(*s))
