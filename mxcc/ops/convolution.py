@@ -58,9 +58,10 @@ WINOGRAD_MIN_PIXELS = 14 * 14
 PACKED_MIN_K_1X1 = 64
 WINOGRAD_MIN_BATCH = 16
 # The pointwise kernel's tile is 32 pixels wide (AVX-512): small images waste lanes in their last tile
-# (7x7: 64 lanes for 49 pixels) where the packed path (14-pixel rows) wastes less. benchmarks/conv1x1.py,
-# MobileNet at batch 1, ORT time / pointwise vs / packed (1 thread): 32->64@112 0.93 vs 0.67, 128->128@56
-# 0.99 vs 0.85, 256->256@28 1.00 vs 0.93, 512->512@14 0.96 vs 0.97, 1024->1024@7 0.79 vs 0.88.
+# (7x7: 64 lanes for 49 pixels) where the packed path (14-pixel rows) wastes less. benchmarks/conv1x1.py
+# --threads 1 --rounds 3, MobileNet at batch 1, ORT time / pointwise vs / packed: 32->64@112 1.09 vs 0.67,
+# 64->128@56 1.03 vs 0.77, 128->128@56 1.01 vs 0.83, 256->256@28 1.02 vs 0.93, 256->512@14 0.96 vs 0.96,
+# 512->512@14 0.95 vs 0.99, 1024->1024@7 0.81 vs 0.90: pointwise from 28x28 up.
 POINTWISE_MIN_PIXELS = 16 * 16
 COL_BLOCK_MIN = 192
 COL_BLOCK_ALIGN = 16

@@ -9,9 +9,9 @@
  *
  *   W  packed once at bind time by mxcc_conv1x1_pack_w_f32: ceil(O / MR) panels (C, MR), rows past O zero;
  *      each k step broadcasts MR weights of one panel row.
- *   x  copied per pixel panel into a contiguous (C, NR) panel of the thread's scratch (rows of the image are
- *      P floats apart: read in place, the C rows of a panel are C different pages, and their lines alias in
- *      L1 when P is a multiple of 1024), zero past the image's last pixel; reused by every weight panel.
+ *   x  copied per block of pixel panels into contiguous (C, NR) panels of the thread's scratch, zero past the
+ *      image's last pixel, each reused by every weight panel (read in place, a panel's C rows would be P
+ *      floats apart, C pages per tile; reading in place was not measured).
  *
  * Tile: AVX-512 12 channels x 32 pixels (24 zmm accumulators), AVX2+FMA 6 x 16 (12 ymm), plain C 4 x 16.
  * A pixel panel with at most NR/2 valid pixels runs with one vector per row instead of two (AVX-512: at most
