@@ -65,6 +65,11 @@ void mxcc_im2col_block_f32(const mxcc_conv_geom *g, const float *x, long j0, lon
 long mxcc_conv_packed_scratch_floats(const mxcc_conv_geom *g, int batch, int O, int max_threads);
 void mxcc_conv_packed_f32(const mxcc_conv_geom *g, int batch, int O, const float *x, const float *wp,
                           const mxcc_epilogue *ep, float *y, float *scratch, int parallel);
+long mxcc_conv1x1_packed_w_floats(int C, int O);
+void mxcc_conv1x1_pack_w_f32(int O, int C, const float *w, float *wp);
+long mxcc_conv1x1_scratch_floats(int C, int max_threads);
+void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const float *wp, const mxcc_epilogue *ep,
+                      float *y, float *scratch, int parallel);
 """
 
 
@@ -76,6 +81,7 @@ def _build(isa: str = "native"):
     types = re.findall(r"typedef (?:enum|struct) \w+ \{.*?\} \w+;", gemm_h, re.S)
     geom = re.search(r"typedef struct mxcc_conv_geom \{.*?\} mxcc_conv_geom;", conv_h, re.S).group(0)
     sources = [RUNTIME / "conv" / "conv2d_f32.c", RUNTIME / "conv" / "conv_packed_f32.c",
+               RUNTIME / "conv" / "conv1x1_f32.c",
                *sorted((RUNTIME / "gemm").glob("*.c"))]
     digest = hashlib.sha256((isa + os.environ.get("CP_FLAGS", "")).encode())
     for p in [*sources, *sorted(RUNTIME.glob("*/*.h")), *sorted(RUNTIME.glob("*.h"))]:

@@ -17,3 +17,10 @@ def winograd_f43_weight(o: int, c: int) -> tuple[str, int, str]:
     panels. The size is MXCC_WINOGRAD_F43_WEIGHT_FLOATS_MAX (runtime_c/conv/mxcc_winograd.h)."""
     return (f"mxcc_winograd_f43_weight_f32({o}, {c}, src, packed);", 36 * gemm_pack_b(c, o, False)[1],
             "Winograd F(4x4, 3x3) transform G g G^T, 36 (C, O) matrices as GEMM B panels")
+
+
+def conv1x1_weight(o: int, c: int) -> tuple[str, int, str]:
+    """mxcc_conv1x1_pack_w_f32 of a (o, c) 1x1 weight: (c, MR) panels of output channels. The size is
+    MXCC_CONV1X1_PACKED_W_FLOATS_MAX (runtime_c/conv/mxcc_conv.h): enough whether the build's MR is 12, 6 or 4."""
+    return (f"mxcc_conv1x1_pack_w_f32({o}, {c}, src, packed);", c * (-(-o // 12) * 12),
+            "1x1 weight (O, C) as (C, MR) panels of output channels")

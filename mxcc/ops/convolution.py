@@ -9,6 +9,9 @@ An ANCHOR: the GEMM epilogue adds the bias per output channel (a row of the GEMM
   winograd   2-D 3x3, stride 1, dilation 1, one group, a weight fixed at bind time, and enough output tiles
              (WINOGRAD_MIN_PIXELS or WINOGRAD_MIN_BATCH): Winograd F(4x4, 3x3) (runtime_c/conv/winograd_f32.c), the weight transformed
              once by <net>_prepare; 4x fewer multiplies, float32 error ~1e-6..3e-6 of sum |w||x| (10x direct's)
+  pointwise  1x1, stride 1, pad 0, one group, a weight fixed at bind time and POINTWISE_MIN_PIXELS pixels per
+             image: tiles of output channels x pixels written straight into NCHW (runtime_c/conv/conv1x1_f32.c),
+             the weight packed once by <net>_prepare
   packed     one group and a weight fixed at bind time (inference): the weight is packed once by <net>_prepare
              and the whole batch is one GEMM with output pixels as rows, gathered straight into the GEMM's
              packed panels (runtime_c/conv/conv_packed_f32.c); its scratch is per thread, in the context
@@ -24,7 +27,7 @@ from math import prod
 from typing import Literal, Optional
 
 from mxcc.ops import register
-from mxcc.ops._pack import gemm_pack_b, winograd_f43_weight
+from mxcc.ops._pack import conv1x1_weight, gemm_pack_b, winograd_f43_weight
 from mxcc.ops._spatial import LAYOUTS, check_layout, conv_out, dilated, geom, per_image_epilogue, spatial
 from mxcc.ops.base import Fusion, OpDef
 
@@ -54,6 +57,12 @@ WINOGRAD_MIN_PIXELS = 14 * 14
 # wins from 512->512@14 on. The gemm path (the image is its own column matrix) keeps K <= this.
 PACKED_MIN_K_1X1 = 64
 WINOGRAD_MIN_BATCH = 16
+# The pointwise kernel's tile is 32 pixels wide (AVX-512): small images waste lanes in their last tile
+# (7x7: 64 lanes for 49 pixels) where the packed path (14-pixel rows) wastes less. benchmarks/conv1x1.py
+# --threads 1 --rounds 3, MobileNet at batch 1, ORT time / pointwise vs / packed: 32->64@112 1.09 vs 0.67,
+# 64->128@56 1.03 vs 0.77, 128->128@56 1.01 vs 0.83, 256->256@28 1.02 vs 0.93, 256->512@14 0.96 vs 0.96,
+# 512->512@14 0.95 vs 0.99, 1024->1024@7 0.81 vs 0.90: pointwise from 28x28 up.
+POINTWISE_MIN_PIXELS = 16 * 16
 COL_BLOCK_MIN = 192
 COL_BLOCK_ALIGN = 16
 
@@ -150,7 +159,7 @@ def _plain_1x1(k, s, p) -> bool:
 
 
 def path(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> str:
-    """Which kernel computes this layer: 'depthwise', 'packed', 'gemm' (1x1) or 'im2col'. `const`: the inputs
+    """Which kernel computes this layer: 'depthwise', 'winograd', 'pointwise', 'packed', 'gemm' (1x1) or 'im2col'. `const`: the inputs
     fixed at bind time (an inference forward's params): a constant weight can be packed once."""
     k, s, p, _ = a.geometry()
     if a.num_group == x[1] == a.num_filter and a.nsp <= 2:
@@ -159,6 +168,8 @@ def path(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> str:
         if tuple(k) == (3, 3) and tuple(s) == (1, 1) and tuple(a.geometry()[3]) == (1, 1) \
                 and (prod(_out_spatial(a, x)) >= WINOGRAD_MIN_PIXELS or x[0] >= WINOGRAD_MIN_BATCH):
             return "winograd"
+        if _plain_1x1(k, s, p) and prod(x[2:]) >= POINTWISE_MIN_PIXELS:
+            return "pointwise"
         if not (_plain_1x1(k, s, p) and x[1] <= PACKED_MIN_K_1X1):
             return "packed"
     if _plain_1x1(k, s, p):
@@ -182,7 +193,7 @@ def _lower(a: ConvAttrs, k):
     cg, og = c // g, o // g
     hw, ohw, kk = prod(x[2:]), prod(y[2:]), prod(kern)
     kind = path(a, x, k.const)
-    if kind in ("packed", "winograd"):
+    if kind in ("packed", "winograd", "pointwise"):
         return _lower_packed(a, k, x, y, kind)
     macs = x[0] * o * ohw * cg * kk       # the layer's multiply-adds (depthwise: cg = 1)
     nb = col_block(c * kk, ohw) if kind == "im2col" else ohw
@@ -205,10 +216,12 @@ def _lower(a: ConvAttrs, k):
 
 
 def _lower_packed(a: ConvAttrs, k, x, y, kind: str):
-    """The paths that read the weight transformed at bind time: packed (GEMM panels) and winograd."""
+    """The paths that read the weight transformed at bind time: packed (GEMM panels), winograd, pointwise."""
     kern, st, p, d = a.geometry()
     c, o = x[1], a.num_filter
     kk, ohw = c * prod(kern), prod(y[2:])
+    if kind == "pointwise":
+        return _lower_pointwise(a, k, x, o, ohw)
     fn = {"packed": "mxcc_conv_packed", "winograd": "mxcc_winograd_f43"}[kind]
     weight = k.packed_input("weight", gemm_pack_b(kk, o, trans=True) if kind == "packed"
                             else winograd_f43_weight(o, c))
@@ -225,6 +238,19 @@ def _lower_packed(a: ConvAttrs, k, x, y, kind: str):
         ep_per_image=False, parallel=int(x[0] * ohw * kk * o >= PARALLEL_MIN_MACS),
         thread_scratch=f"{fn}_scratch_floats(&{literal}, {x[0]}, {o}, threads)",
         what=f"{what}; stride {st} pad {p} dilate {d}")
+
+
+def _lower_pointwise(a: ConvAttrs, k, x, o: int, ohw: int):
+    c = x[1]
+    return "kernels/conv2d.c.j2", dict(
+        path="pointwise", fn="mxcc_conv1x1", batch=x[0], groups=1, m=o, n=ohw, nb=ohw, k=c, x_img=c * ohw,
+        y_img=o * ohw, w_grp=o * c, b_grp=0, y_grp=0, geom=[], o=o,
+        weight=k.packed_input("weight", conv1x1_weight(o, c)),
+        epilogue=k.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=True, ld_residual=ohw),
+        ep_per_image=False, parallel=int(x[0] * ohw * c * o >= PARALLEL_MIN_MACS),
+        thread_scratch=f"mxcc_conv1x1_scratch_floats({c}, threads)",
+        what=f"out[n] ({o}, {ohw}) = weight ({o}, {c}) . data[n] ({c}, {ohw}), tiles of output channels x "
+             f"pixels stored into NCHW, the weight packed at bind time")
 
 
 def _grad(a: ConvAttrs, g):

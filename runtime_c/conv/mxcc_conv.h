@@ -121,6 +121,25 @@ long mxcc_conv_packed_scratch_floats(const mxcc_conv_geom *g, int batch, int O, 
 void mxcc_conv_packed_f32(const mxcc_conv_geom *g, int batch, int O, const float *x, const float *wp,
                           const mxcc_epilogue *ep, float *y, float *scratch, int parallel);
 
+/* ---- pointwise convolution: 1x1, stride 1, pad 0, one group (runtime_c/conv/conv1x1_f32.c) ----------------
+ *   y[n] (O, P) = W (O, C) . x[n] (C, P) for n < batch, P = pixels per image, then the epilogue; y (batch, O, P)
+ *   is written directly (NCHW), every element exactly once.
+ * wp: W (O, C) packed once by mxcc_conv1x1_pack_w_f32 into mxcc_conv1x1_packed_w_floats(C, O) floats (the
+ * build's tile height MR: 12 / 6 / 4 output channels), never more than MXCC_CONV1X1_PACKED_W_FLOATS_MAX(C, O),
+ * the bound a compiler sizes buffers with without knowing the ISA.
+ * ep: per-channel epilogue (scale/shift/bias indexed by output channel whatever ep->per_row says; residual
+ * laid out like y, all images: element (n, o, p) at ep->residual[(n * O + o) * ep->ld_residual + p]), or NULL.
+ * scratch: mxcc_conv1x1_scratch_floats(C, max_threads) floats owned by the caller; a parallel call must run
+ * with omp_get_max_threads() <= that max_threads (0 there: the value of omp_get_max_threads() at sizing time).
+ * parallel: 0 = this thread only; 1 = one OpenMP parallel region. The result does not depend on the thread
+ * count (bit for bit). */
+#define MXCC_CONV1X1_PACKED_W_FLOATS_MAX(C, O) ((long)(C) * (((long)(O) + 11) / 12 * 12))
+long mxcc_conv1x1_packed_w_floats(int C, int O);
+void mxcc_conv1x1_pack_w_f32(int O, int C, const float *w, float *wp);
+long mxcc_conv1x1_scratch_floats(int C, int max_threads);
+void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const float *wp, const mxcc_epilogue *ep,
+                      float *y, float *scratch, int parallel);
+
 #ifdef __cplusplus
 }
 #endif

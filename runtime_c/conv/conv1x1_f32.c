@@ -1,0 +1,425 @@
+/* Pointwise convolution (1x1, stride 1, pad 0, one group) written straight into NCHW (contract: mxcc_conv.h).
+ *
+ *   y[n] (O, P) = W (O, C) . x[n] (C, P),   P = H*W pixels, then the per-channel epilogue
+ *
+ * Output channels are the rows of the register tile (MR of them), pixels its columns (NR = NV vectors):
+ * each tile row is a run of NR consecutive pixels of one channel plane, so the tile is stored into y as it
+ * is (masked at the image's last pixels): no transposed store, unlike mxcc_conv_packed_f32 (pixels as rows),
+ * whose 16x16 register transposes cost MobileNet's wide layers (32->64@112: 972 us against ORT's 602).
+ *
+ *   W  packed once at bind time by mxcc_conv1x1_pack_w_f32: ceil(O / MR) panels (C, MR), rows past O zero;
+ *      each k step broadcasts MR weights of one panel row.
+ *   x  copied per block of pixel panels into contiguous (C, NR) panels of the thread's scratch, zero past the
+ *      image's last pixel, each reused by every weight panel (read in place, a panel's C rows would be P
+ *      floats apart, C pages per tile; reading in place was not measured).
+ *
+ * Tile: AVX-512 12 channels x 32 pixels (24 zmm accumulators), AVX2+FMA 6 x 16 (12 ymm), plain C 4 x 16.
+ * A pixel panel with at most NR/2 valid pixels runs with one vector per row instead of two (AVX-512: at most
+ * 8 with one 8-lane vector).
+ * Loop nest per thread: block of pixel panels (packed once, PW_BLOCK_FLOATS) -> weight panel (C x MR, from
+ * L1/L2) -> pixel panel -> tile over all C, epilogue on the accumulators, store.
+ *
+ * Threads: one parallel region per call. Work = (pixel panels of all images) x (weight panels). It is split
+ * by pixel panels, or, when that balances worse (7x7 and 14x14 images: 2 and 7 panels), by weight panels
+ * (every thread then packs all pixel panels: C x P floats, small next to the O x C x P multiply-adds). Each
+ * output element is one tile over the whole C whatever the split: the result does not depend on the thread
+ * count (bit for bit).
+ */
+
+#include "mxcc_conv.h"
+#include "gemm/gemm_internal.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
+
+/* MR_STEP: the tile heights compiled for a last weight panel that is not full (O = 64 with MR = 12: 5 tiles
+ * of 12 rows and one of 4, not 12 rows of which 4 are stored) */
+#if defined(__AVX512F__)
+#define MR 12
+#define MR_STEP 4
+#define VL 16
+#elif defined(__AVX2__) && defined(__FMA__)
+#define MR 6
+#define MR_STEP 2
+#define VL 8
+#else
+#define MR 4
+#define MR_STEP 4
+#define VL 8
+#endif
+#define NV 2
+#define NR (NV * VL)            /* pixels per tile */
+#define NR_MAX 32               /* the widest NR of any build: sizes the scratch */
+
+/* Packed pixels per block (floats): a block of pixel panels is packed, then every weight panel runs over all
+ * of its panels, so each output row and each input row is walked in runs of several panels (32 channels:
+ * 2048 pixels), not 128-byte pieces a plane apart; the block (256 KiB) stays in L2. At least one panel.
+ * C driver, 1 thread, best of 3 (us, data in cache / caches flushed before each call), one panel per block
+ * vs 32K / 64K / 128K floats: 32->64@112 848/1179 vs 630/772, 833/754, 615/837; 64->128@56 525/804 vs
+ * 529/616, 526/602, 528/626; 128->128@56 1006/1352 vs 1012/1207, 991/1106, 1002/1163; 256->256@28
+ * 1048/1131 vs 959/1058, 962/1047, 952/1032. */
+#ifndef PW_BLOCK_FLOATS
+#define PW_BLOCK_FLOATS (64 * 1024)
+#endif
+
+static inline long round16(long n) { return (n + 15) / 16 * 16; }   /* floats -> a multiple of 64 bytes */
+
+long mxcc_conv1x1_packed_w_floats(int C, int O)
+{
+    return (long)C * ((O + MR - 1) / MR * MR);
+}
+
+void mxcc_conv1x1_pack_w_f32(int O, int C, const float *w, float *wp)
+{
+    const int nb = (O + MR - 1) / MR;
+    for (int b = 0; b < nb; b++) {
+        float *d = wp + (long)b * C * MR;   /* (C, MR) panel b */
+        for (int c = 0; c < C; c++)
+            for (int r = 0; r < MR; r++) {
+                const int o = b * MR + r;
+                d[(long)c * MR + r] = o < O ? w[(long)o * C + c] : 0.0f;
+            }
+    }
+}
+
+/* Pixel panels per packed block for C channels (the same for every build: NR_MAX), and the floats it takes. */
+static long block_panels(long C)
+{
+    const long b = PW_BLOCK_FLOATS / (C * NR_MAX);
+    return b < 1 ? 1 : b;
+}
+
+static long thread_floats(long C) { return round16(block_panels(C) * C * NR_MAX); }
+
+long mxcc_conv1x1_scratch_floats(int C, int max_threads)
+{
+#ifdef _OPENMP
+    if (max_threads <= 0) max_threads = omp_get_max_threads();
+#endif
+    if (max_threads < 1) max_threads = 1;
+    return (long)max_threads * thread_floats(C);
+}
+
+/* bp (C, NR) = pixels [p0, p0 + np) of x (C, P), zero past np. A row is one or two vectors: inline copies,
+ * not a library call per 128-byte row. */
+static void pack_pixels(long C, long P, const float *restrict x, long p0, int np, float *restrict bp)
+{
+    x += p0;
+#if defined(__AVX512F__)
+    const __mmask16 k0 = np >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << np) - 1);
+    const __mmask16 k1 = np >= 32 ? (__mmask16)0xFFFF : np > 16 ? (__mmask16)((1u << (np - 16)) - 1) : 0;
+    for (long c = 0; c < C; c++) {
+        _mm512_storeu_ps(bp + c * NR, _mm512_maskz_loadu_ps(k0, x + c * P));
+        _mm512_storeu_ps(bp + c * NR + 16, _mm512_maskz_loadu_ps(k1, x + c * P + 16));
+    }
+#else
+    if (np == NR) {
+        for (long c = 0; c < C; c++)
+            for (int j = 0; j < NR; j++) bp[c * NR + j] = x[c * P + j];
+        return;
+    }
+    for (long c = 0; c < C; c++)
+        for (int j = 0; j < NR; j++) bp[c * NR + j] = j < np ? x[c * P + j] : 0.0f;
+#endif
+}
+
+/* The epilogue of one tile: vectors at its first channel, the residual at its first (channel, pixel). */
+typedef struct tile_ep {
+    const float *scale, *shift, *bias;   /* (m,) or NULL */
+    const float *res;                    /* (m, ld) or NULL */
+    long ld;
+    int act;                             /* MXCC_ACT_RELU / LEAKY / CLIP applied in registers, else none */
+    float alpha, lo, hi;
+} tile_ep;
+
+/* The activations that are a few vector instructions run on the tile; the others after the store. */
+static inline int act_in_registers(mxcc_act a)
+{
+    return a == MXCC_ACT_NONE || a == MXCC_ACT_RELU || a == MXCC_ACT_LEAKY || a == MXCC_ACT_CLIP;
+}
+
+#if defined(__AVX2__) && defined(__FMA__)   /* also in AVX-512 builds: the quarter-width tile */
+static inline __m256 act256(const tile_ep *e, __m256 v)
+{
+    switch (e->act) {
+    case MXCC_ACT_RELU:   /* a > 0 ? a : 0 (NaN -> 0) */
+        return _mm256_and_ps(v, _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ));
+    case MXCC_ACT_LEAKY:
+        return _mm256_blendv_ps(_mm256_mul_ps(v, _mm256_set1_ps(e->alpha)), v,
+                                _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ));
+    case MXCC_ACT_CLIP: {
+        const __m256 lo = _mm256_set1_ps(e->lo), hi = _mm256_set1_ps(e->hi);
+        const __m256 below = _mm256_cmp_ps(v, lo, _CMP_LT_OQ);
+        v = _mm256_blendv_ps(v, hi, _mm256_cmp_ps(v, hi, _CMP_GT_OQ));
+        return _mm256_blendv_ps(v, lo, below);
+    }
+    default:
+        return v;
+    }
+}
+
+static inline __attribute__((always_inline)) void tile256(int mr, int nv, long C, const float *restrict wp,
+                                                       const float *restrict bp, int m, int n, float *restrict y,
+                                                       long ldy, const tile_ep *e)
+{
+    __m256 acc[MR][NV];
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < nv; v++) acc[r][v] = _mm256_setzero_ps();
+    for (long c = 0; c < C; c++) {
+        __m256 b[NV];
+        for (int v = 0; v < nv; v++) b[v] = _mm256_loadu_ps(bp + c * NR + 8 * v);
+        for (int r = 0; r < mr; r++) {
+            const __m256 w = _mm256_broadcast_ss(wp + c * MR + r);
+            for (int v = 0; v < nv; v++) acc[r][v] = _mm256_fmadd_ps(w, b[v], acc[r][v]);
+        }
+    }
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int r = 0; r < mr; r++) {
+        if (r >= m) break;
+        for (int v = 0; v < nv; v++) {
+            const int left = n - 8 * v;
+            if (left <= 0) break;
+            const __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), lane);
+            __m256 a = acc[r][v];
+            if (e->scale) a = _mm256_mul_ps(a, _mm256_set1_ps(e->scale[r]));
+            if (e->shift) a = _mm256_add_ps(a, _mm256_set1_ps(e->shift[r]));
+            if (e->bias) a = _mm256_add_ps(a, _mm256_set1_ps(e->bias[r]));
+            if (e->res) a = _mm256_add_ps(a, _mm256_maskload_ps(e->res + r * e->ld + 8 * v, k));
+            a = act256(e, a);
+            if (left >= 8) _mm256_storeu_ps(y + r * ldy + 8 * v, a);
+            else _mm256_maskstore_ps(y + r * ldy + 8 * v, k, a);
+        }
+    }
+}
+#endif
+
+#if defined(__AVX512F__)
+static inline __m512 act512(const tile_ep *e, __m512 v)
+{
+    const __m512 z = _mm512_setzero_ps();
+    switch (e->act) {
+    case MXCC_ACT_RELU:   /* a > 0 ? a : 0 (NaN -> 0, as the scalar epilogue) */
+        return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, z, _CMP_GT_OQ), v);
+    case MXCC_ACT_LEAKY:
+        return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, z, _CMP_GT_OQ), _mm512_mul_ps(v, _mm512_set1_ps(e->alpha)), v);
+    case MXCC_ACT_CLIP: {  /* a < lo ? lo : (a > hi ? hi : a) */
+        const __m512 lo = _mm512_set1_ps(e->lo), hi = _mm512_set1_ps(e->hi);
+        const __mmask16 below = _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ);
+        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
+        return _mm512_mask_blend_ps(below, v, lo);
+    }
+    default:
+        return v;
+    }
+}
+
+/* y[r, 0:n] (row stride ldy) for r < m = wp (C, MR)^T . bp (C, NR), nv vectors per row (n <= nv * 16),
+ * then the epilogue. */
+static inline __attribute__((always_inline)) void tile512(int mr, int nv, long C, const float *restrict wp,
+                                                       const float *restrict bp, int m, int n, float *restrict y,
+                                                       long ldy, const tile_ep *e)
+{
+    __m512 acc[MR][NV];
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < nv; v++) acc[r][v] = _mm512_setzero_ps();
+    for (long c = 0; c < C; c++) {
+        __m512 b[NV];
+        for (int v = 0; v < nv; v++) b[v] = _mm512_loadu_ps(bp + c * NR + 16 * v);
+        for (int r = 0; r < mr; r++) {
+            const __m512 w = _mm512_set1_ps(wp[c * MR + r]);
+            for (int v = 0; v < nv; v++) acc[r][v] = _mm512_fmadd_ps(w, b[v], acc[r][v]);
+        }
+    }
+    for (int r = 0; r < mr; r++) {
+        if (r >= m) break;
+        for (int v = 0; v < nv; v++) {
+            const int left = n - 16 * v;
+            if (left <= 0) break;
+            const __mmask16 k = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+            __m512 a = acc[r][v];
+            if (e->scale) a = _mm512_mul_ps(a, _mm512_set1_ps(e->scale[r]));
+            if (e->shift) a = _mm512_add_ps(a, _mm512_set1_ps(e->shift[r]));
+            if (e->bias) a = _mm512_add_ps(a, _mm512_set1_ps(e->bias[r]));
+            if (e->res) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(k, e->res + r * e->ld + 16 * v));
+            a = act512(e, a);
+            _mm512_mask_storeu_ps(y + r * ldy + 16 * v, k, a);
+        }
+    }
+}
+#endif
+
+#if !defined(__AVX512F__) && !(defined(__AVX2__) && defined(__FMA__))
+/* Plain C: the accumulators in an array the compiler may vectorize; the epilogue after the store. */
+static inline void tile(int mr, int nv, long C, const float *restrict wp, const float *restrict bp, int m, int n,
+                        float *restrict y, long ldy, const tile_ep *e)
+{
+    float acc[MR][NR];
+    const int w = nv * VL;
+    (void)mr;   /* MR_STEP = MR: one height */
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < w; j++) acc[r][j] = 0.0f;
+    for (long c = 0; c < C; c++)
+        for (int r = 0; r < MR; r++) {
+            const float a = wp[c * MR + r];
+            for (int j = 0; j < w; j++) acc[r][j] += a * bp[c * NR + j];
+        }
+    for (int r = 0; r < m; r++) {
+        float *yr = y + r * ldy;   /* (n,) */
+        for (int j = 0; j < n; j++) {
+            float a = acc[r][j];
+            if (e->scale) a *= e->scale[r];
+            if (e->shift) a += e->shift[r];
+            if (e->bias) a += e->bias[r];
+            if (e->res) a += e->res[r * e->ld + j];
+            switch (e->act) {
+            case MXCC_ACT_RELU: a = a > 0.0f ? a : 0.0f; break;
+            case MXCC_ACT_LEAKY: a = a > 0.0f ? a : e->alpha * a; break;
+            case MXCC_ACT_CLIP: a = a < e->lo ? e->lo : (a > e->hi ? e->hi : a); break;
+            default: break;
+            }
+            yr[j] = a;
+        }
+    }
+}
+#endif
+
+/* The instances: every height MR_STEP, 2*MR_STEP, .., MR, in every width class: one 8-lane vector (a
+ * panel's last <= 8 pixels), then on AVX-512 one and two 16-lane vectors, on AVX2 two 8-lane vectors.
+ * 14x14 images (196 = 6 x 32 + 4 pixels) run 200 lanes instead of 208 with the 8-lane class. */
+typedef void tile_fn(long C, const float *wp, const float *bp, int m, int n, float *y, long ldy, const tile_ep *e);
+#define TILE_FN(kernel, name, mr, nv) \
+    static __attribute__((noinline)) void name(long C, const float *wp, const float *bp, int m, int n, float *y, \
+                                               long ldy, const tile_ep *e) \
+    { kernel(mr, nv, C, wp, bp, m, n, y, ldy, e); }
+#if defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+#define WIDTHS 3
+TILE_FN(tile256, t4q, 4, 1) TILE_FN(tile512, t4h, 4, 1) TILE_FN(tile512, t4f, 4, 2)
+TILE_FN(tile256, t8q, 8, 1) TILE_FN(tile512, t8h, 8, 1) TILE_FN(tile512, t8f, 8, 2)
+TILE_FN(tile256, t12q, 12, 1) TILE_FN(tile512, t12h, 12, 1) TILE_FN(tile512, t12f, 12, 2)
+static tile_fn *const TILES[][WIDTHS] = {{t4q, t4h, t4f}, {t8q, t8h, t8f}, {t12q, t12h, t12f}};
+#elif defined(__AVX512F__)
+#define WIDTHS 2
+TILE_FN(tile512, t4h, 4, 1) TILE_FN(tile512, t4f, 4, 2) TILE_FN(tile512, t8h, 8, 1) TILE_FN(tile512, t8f, 8, 2)
+TILE_FN(tile512, t12h, 12, 1) TILE_FN(tile512, t12f, 12, 2)
+static tile_fn *const TILES[][WIDTHS] = {{t4h, t4f}, {t8h, t8f}, {t12h, t12f}};
+#elif defined(__AVX2__) && defined(__FMA__)
+#define WIDTHS 2
+TILE_FN(tile256, t2h, 2, 1) TILE_FN(tile256, t2f, 2, 2) TILE_FN(tile256, t4h, 4, 1) TILE_FN(tile256, t4f, 4, 2)
+TILE_FN(tile256, t6h, 6, 1) TILE_FN(tile256, t6f, 6, 2)
+static tile_fn *const TILES[][WIDTHS] = {{t2h, t2f}, {t4h, t4f}, {t6h, t6f}};
+#else
+#define WIDTHS 2
+TILE_FN(tile, t4h, 4, 1) TILE_FN(tile, t4f, 4, 2)
+static tile_fn *const TILES[][WIDTHS] = {{t4h, t4f}};
+#endif
+
+/* The narrowest width class that holds np pixels. */
+static inline int width_class(int np)
+{
+    if (WIDTHS == 3 && np <= 8) return 0;
+    return WIDTHS - (np > NR / 2 ? 1 : 2);
+}
+
+/* ---- driver ------------------------------------------------------------------------------------------------ */
+
+typedef struct problem {
+    long C, P;
+    int O, panels;           /* pixel panels per image */
+    const float *x, *wp;     /* (N, C, P); packed weight */
+    const mxcc_epilogue *ep; /* NULL or not a no-op */
+    float *y;                /* (N, O, P) */
+} problem;
+
+/* Pixel panels [u0, u1) of the batch (unit u = image u / panels, panel u % panels) x weight panels [b0, b1). */
+static void run_range(const problem *pb, float *restrict bp, long u0, long u1, int b0, int b1)
+{
+    const long C = pb->C, P = pb->P;
+    const mxcc_epilogue *ep = pb->ep;
+    tile_ep e = {0};
+    if (ep) {
+        e.ld = ep->ld_residual;
+        if (act_in_registers(ep->act)) {
+            e.act = ep->act; e.alpha = ep->alpha; e.lo = ep->lo; e.hi = ep->hi;
+        }
+    }
+    const long bpn = block_panels(C);
+    for (long u = u0; u < u1;) {
+        /* block: panels [u, u + k) of image n, packed at bp + j * C * NR */
+        const long n = u / pb->panels, q0 = u % pb->panels;
+        long k = pb->panels - q0;
+        if (k > bpn) k = bpn;
+        if (k > u1 - u) k = u1 - u;
+        for (long j = 0; j < k; j++) {
+            const long p0 = (q0 + j) * NR;
+            pack_pixels(C, P, pb->x + n * C * P, p0, (int)(P - p0 < NR ? P - p0 : NR), bp + j * C * NR);
+        }
+        for (int b = b0; b < b1; b++) {
+            const int o0 = b * MR, m = pb->O - o0 < MR ? pb->O - o0 : MR;
+            const float *w = pb->wp + (long)b * C * MR;   /* (C, MR) */
+            for (long j = 0; j < k; j++) {
+                const long p0 = (q0 + j) * NR;
+                const int np = (int)(P - p0 < NR ? P - p0 : NR);
+                float *y = pb->y + (n * pb->O + o0) * P + p0;   /* (m, np) at row stride P */
+                if (ep) {
+                    e.scale = ep->scale ? ep->scale + o0 : NULL;
+                    e.shift = ep->shift ? ep->shift + o0 : NULL;
+                    e.bias = ep->bias ? ep->bias + o0 : NULL;
+                    e.res = ep->residual ? ep->residual + (n * pb->O + o0) * (long)ep->ld_residual + p0 : NULL;
+                }
+                TILES[(m - 1) / MR_STEP][width_class(np)](C, w, bp + j * C * NR, m, np, y, P, &e);
+                if (ep && !act_in_registers(ep->act)) {   /* sigmoid, tanh, ...: on the stored tile */
+                    mxcc_epilogue act = {0};
+                    act.act = ep->act;
+                    mxcc_epilogue_apply_f32(&act, y, (int)P, 0, 0, m, np);
+                }
+            }
+        }
+        u += k;
+    }
+}
+
+void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const float *wp, const mxcc_epilogue *ep,
+                      float *y, float *scratch, int parallel)
+{
+    if (batch <= 0 || P <= 0 || O <= 0) return;
+    const int panels = (P + NR - 1) / NR, nb = (O + MR - 1) / MR;
+    const long units = (long)batch * panels;
+    const problem pb = {C, P, O, panels, x, wp, ep && !mxcc_epilogue_is_noop(ep) ? ep : NULL, y};
+    const long per_thread = thread_floats(C);
+    int nt = 1;
+#ifdef _OPENMP
+    if (parallel && !omp_in_parallel()) {
+        /* as many threads as get MIN_FLOPS_PER_THREAD each (the fork costs a few us) */
+        const double fit = 2.0 * batch * P * (double)O * C / MXCC_GEMM_MIN_FLOPS_PER_THREAD;
+        nt = omp_get_max_threads();
+        if (fit < nt) nt = fit < 1 ? 1 : (int)fit;
+    }
+#endif
+    if (nt == 1) {
+        run_range(&pb, scratch, 0, units, 0, nb);
+        return;
+    }
+    /* the split whose busiest thread has the fewest tiles; pixels on a tie (no duplicated packing) */
+    const long by_pixels = (units + nt - 1) / nt * nb, by_weights = units * ((nb + nt - 1) / nt);
+    const int split_pixels = by_pixels <= by_weights;
+#pragma omp parallel num_threads(nt)
+    {
+        int team = 1, tid = 0;
+#ifdef _OPENMP
+        team = omp_get_num_threads();
+        tid = omp_get_thread_num();
+#endif
+        float *s = scratch + tid * per_thread;
+        if (split_pixels) {
+            run_range(&pb, s, units * tid / team, units * (tid + 1) / team, 0, nb);
+        } else {
+            const int b0 = (int)((long)nb * tid / team), b1 = (int)((long)nb * (tid + 1) / team);
+            if (b1 > b0) run_range(&pb, s, 0, units, b0, b1);
+        }
+    }
+}

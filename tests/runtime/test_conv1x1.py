@@ -1,0 +1,187 @@
+"""runtime_c/conv/conv1x1_f32.c: the pointwise convolution y[n] (O, P) = W (O, C) . x[n] (C, P) + epilogue,
+written straight into NCHW, against a float64 numpy product: pixel counts, channel counts and output
+channels that do not fill the register tile (AVX-512 12 x 32, AVX2 6 x 16, plain C 4 x 16), 1-pixel images,
+batch 1 and 3, every epilogue part incl. a residual, 1 vs 2 threads (identical bits, both thread splits),
+the native / haswell / x86-64 builds, the scratch and packed-weight sizes (NaN guards after them must
+survive), and an ASan/UBSan build of a C driver (tests/runtime/conv1x1_sanity.c) against a naive loop.
+
+Tolerance as in tests/runtime/test_gemm.py: GEMM_RTOL * sqrt(C) * (|W| . |x|) per output, scaled through the
+epilogue, plus a few ulp of the epilogue's own roundings.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks._build_gemm import predefined_macros
+from mxcc_testing import float_buf as _f
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNTIME = ROOT / "runtime_c"
+CC = os.environ.get("CC", "gcc")
+GEMM_RTOL = 1e-6
+ISA_MACROS = {"__AVX__", "__AVX2__", "__FMA__", "__F16C__", "__BMI2__", "__AVX512F__", "__AVX512VL__"}
+SOURCES = [RUNTIME / "conv" / "conv1x1_f32.c", RUNTIME / "gemm" / "epilogue_f32.c"]
+MARCHES = ["native", "haswell", "x86-64"]
+
+
+def _cdef() -> str:
+    gemm = (RUNTIME / "gemm" / "mxcc_gemm.h").read_text()
+    types = re.findall(r"typedef (?:enum|struct) \w+ \{.*?\} \w+;", gemm, re.S)
+    conv = re.sub(r"/\*.*?\*/", "", (RUNTIME / "conv" / "mxcc_conv.h").read_text(), flags=re.S)
+    decls = re.findall(r"\n([^\n;#]*mxcc_conv1x1\w*\([^;]*;)", conv)
+    assert len(decls) == 4, decls
+    return "\n".join([*types, *decls]) + "\nvoid omp_set_num_threads(int);\nint omp_get_max_threads(void);\n"
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """{march: shared library} for every target this CPU runs, compiled concurrently; cffi ABI mode."""
+    if shutil.which(CC) is None:
+        pytest.skip(f"no C compiler ({CC}) on PATH")
+    out = tmp_path_factory.mktemp("conv1x1_build")
+    runnable = [m for m in MARCHES if not (predefined_macros(m) - predefined_macros("native")) & ISA_MACROS]
+    jobs = {m: subprocess.Popen([CC, "-O3", f"-march={m}", "-fopenmp", "-std=gnu11", "-fPIC", "-shared",
+                                 f"-I{RUNTIME}", *map(str, SOURCES), "-lm", "-o", str(out / f"libconv1x1_{m}.so")],
+                                stderr=subprocess.PIPE, text=True) for m in runnable}
+    for j in jobs.values():
+        assert j.wait() == 0, j.stderr.read()
+    return {m: out / f"libconv1x1_{m}.so" for m in runnable}
+
+
+@pytest.fixture(scope="module", params=MARCHES)
+def isa(request, builds):
+    if request.param not in builds:
+        pytest.skip(f"this CPU cannot run -march={request.param} code")
+    cffi = pytest.importorskip("cffi")
+    ffi = cffi.FFI()
+    ffi.cdef(_cdef())
+    return ffi, ffi.dlopen(str(builds[request.param]))
+
+
+ACTS = {"NONE": lambda v: v, "RELU": lambda v: np.maximum(v, 0), "SIGMOID": lambda v: 1 / (1 + np.exp(-v)),
+        "TANH": np.tanh, "SOFTRELU": lambda v: np.where(v > 20, v, np.log1p(np.exp(np.minimum(v, 20)))),
+        "SOFTSIGN": lambda v: v / (1 + np.abs(v)), "LEAKY": lambda v: np.where(v > 0, v, 0.1 * v),
+        "CLIP": lambda v: np.clip(v, -0.5, 0.5)}
+
+
+class Pointwise:
+    """One random problem: inputs, packed weight, epilogue, and the float64 reference with its bound."""
+
+    def __init__(self, ffi, lib, batch, C, P, O, ep=(), act="NONE", seed=0):
+        rng = np.random.default_rng(seed)
+        self.ffi, self.lib, self.batch, self.C, self.P, self.O = ffi, lib, batch, C, P, O
+        self.x = rng.standard_normal((batch, C, P)).astype(np.float32)
+        self.w = rng.standard_normal((O, C)).astype(np.float32)
+        n = lib.mxcc_conv1x1_packed_w_floats(C, O)
+        assert n <= C * -(-O // 12) * 12   # MXCC_CONV1X1_PACKED_W_FLOATS_MAX: the compiler's buffer size
+        self.wp = np.full(n + 64, np.nan, np.float32)
+        lib.mxcc_conv1x1_pack_w_f32(O, C, _f(ffi, self.w), _f(ffi, self.wp))
+        assert np.isnan(self.wp[n:]).all() and not np.isnan(self.wp[:n]).any()
+        val = np.einsum("oc,ncp->nop", self.w.astype(np.float64), self.x)
+        bound = GEMM_RTOL * np.sqrt(C) * np.einsum("oc,ncp->nop", np.abs(self.w), np.abs(self.x)) + 1e-30
+        self.keep, fields = [], {}
+        vec = lambda: rng.uniform(0.5, 1.5, O).astype(np.float32)   # noqa: E731
+        col = lambda v: v[None, :, None]                            # noqa: E731
+        if "scale" in ep:
+            sc = vec(); fields["scale"] = self._keep(sc); val = val * col(sc); bound = bound * col(sc)
+        if "shift" in ep:
+            sh = vec(); fields["shift"] = self._keep(sh); val = val + col(sh)
+        if "bias" in ep:
+            b = vec(); fields["bias"] = self._keep(b); val = val + col(b)
+        if "residual" in ep:
+            r = rng.standard_normal((batch, O, P)).astype(np.float32)
+            fields["residual"] = self._keep(r); fields["ld_residual"] = P; val = val + r
+        bound = bound + 4e-7 * np.abs(val)   # the epilogue's own float roundings (a few ulp)
+        self.ep = ffi.NULL
+        if ep or act != "NONE":
+            fields.update(act=getattr(lib, "MXCC_ACT_" + act), alpha=0.1, lo=-0.5, hi=0.5, per_row=1)
+            self.ep = ffi.new("mxcc_epilogue *", fields)
+        self.want, self.bound = ACTS[act](val), bound   # activations are 1-Lipschitz: the bound carries
+
+    def _keep(self, a):
+        self.keep.append(a)
+        return _f(self.ffi, a)
+
+    def run(self, parallel=1, threads=None):
+        ffi, lib = self.ffi, self.lib
+        before = lib.omp_get_max_threads()
+        if threads:
+            lib.omp_set_num_threads(threads)
+        try:
+            n = lib.mxcc_conv1x1_scratch_floats(self.C, 0)
+            scratch = np.full(n + 64, np.nan, np.float32)                         # a NaN guard after it
+            y = np.full((self.batch, self.O, self.P), np.nan, np.float32)         # every element written
+            lib.mxcc_conv1x1_f32(self.batch, self.C, self.P, self.O, _f(ffi, self.x), _f(ffi, self.wp), self.ep,
+                                 _f(ffi, y), _f(ffi, scratch), parallel)
+        finally:
+            lib.omp_set_num_threads(before)
+        assert np.isnan(scratch[n:]).all(), "written past mxcc_conv1x1_scratch_floats"
+        return y
+
+    def check(self, y):
+        err = np.abs(y.astype(np.float64) - self.want)
+        assert np.isfinite(y).all() and (err <= self.bound).all(), \
+            f"max err {err.max():.3g} at {np.unravel_index(np.argmax(err - self.bound), err.shape)}"
+
+
+# (batch, C, P, O): tails of every tile dimension; P = 1, a half-width last panel, 7x7, 14x14
+SHAPES = [(1, 1, 1, 1), (3, 5, 1, 13), (1, 19, 33, 29), (3, 7, 49, 12), (1, 32, 196, 64), (2, 3, 47, 5),
+          (1, 64, 100, 25), (1, 130, 17, 7), (3, 2, 65, 40),
+          (2, 300, 300, 20)]   # 6 panels per packed block (PW_BLOCK_FLOATS), 10 per image: 2 blocks per image
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "n{}c{}p{}o{}".format(*s))
+def test_conv1x1_matches_numpy(isa, shape):
+    prob = Pointwise(*isa, *shape)
+    prob.check(prob.run(parallel=0))
+
+
+EPILOGUES = [(("scale", "shift"), "RELU"), (("bias",), "SIGMOID"), (("residual",), "NONE"),
+             (("scale", "shift", "residual"), "RELU"), (("bias", "residual"), "TANH"), ((), "SOFTRELU"),
+             (("shift",), "SOFTSIGN"), (("scale", "bias"), "LEAKY"), (("residual",), "CLIP"),
+             (("scale", "shift", "bias", "residual"), "CLIP")]
+
+
+@pytest.mark.parametrize("ep,act", EPILOGUES, ids=lambda v: "+".join(v) if isinstance(v, tuple) else v)
+def test_conv1x1_epilogue(isa, ep, act):
+    # batch 2, P = 37 (a full and a partial panel per image), O = 14 (a partial weight panel on every ISA)
+    prob = Pointwise(*isa, 2, 9, 37, 14, ep=ep, act=act, seed=5)
+    prob.check(prob.run(parallel=1, threads=2))
+
+
+@pytest.mark.parametrize("shape", [(1, 48, 400, 40),    # 13 pixel panels: split by pixels
+                                   (1, 64, 49, 128),    # 2 panels, 11+ weight panels: split by weights
+                                   (3, 16, 70, 50)], ids=lambda s: "n{}c{}p{}o{}".format(*s))
+def test_conv1x1_threads_give_identical_bits(isa, shape):
+    prob = Pointwise(*isa, *shape, ep=("scale", "shift", "residual"), act="RELU", seed=2)
+    one, two, serial = prob.run(1, threads=1), prob.run(1, threads=2), prob.run(0, threads=2)
+    prob.check(two)
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(one, serial)
+
+
+# native: the AVX-512 tile (ASan does not see inside masked stores, but sees the indexing around them);
+# x86-64: the plain C tile, every access checked
+@pytest.mark.parametrize("march", ["native", "x86-64"])
+def test_conv1x1_under_address_and_undefined_sanitizers(tmp_path, march):
+    if shutil.which(CC) is None:
+        pytest.skip(f"no C compiler ({CC}) on PATH")
+    exe = tmp_path / "conv1x1_sanity"
+    cmd = [CC, "-O1", "-g", f"-march={march}", "-fopenmp", "-std=gnu11", "-fsanitize=address,undefined",
+           "-fno-sanitize-recover=all", f"-I{RUNTIME}", str(Path(__file__).with_name("conv1x1_sanity.c")),
+           *map(str, SOURCES), "-lm", "-o", str(exe)]
+    build = subprocess.run(cmd, capture_output=True, text=True)
+    if build.returncode != 0 and "sanitize" in build.stderr:
+        pytest.skip(f"sanitizer runtime not installed: {build.stderr.strip()[-300:]}")
+    assert build.returncode == 0, build.stderr
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1", OMP_NUM_THREADS="2")
+    r = subprocess.run([str(exe), "40", "7"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0 and "runtime error" not in r.stderr, r.stdout + r.stderr
+    assert "40 problems ok" in r.stdout
