@@ -134,18 +134,20 @@ static inline vec v_clip(vec v, float lo, float hi)
 
 /* ---- the layer's plan: staging geometry and work split, a function of the geometry only ------------------- */
 
+static inline long round16(long n) { return (n + 15) / 16 * 16; }   /* floats -> a multiple of 64 bytes */
+
 typedef struct plan {
     int C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
-    int nvr;       /* pixel vectors per output row: ceil(OW / V) */
-    int L;         /* floats per staged phase row: nvr*V + (KW-1)*dw / sw (whole vectors past OW) */
+    int flat;      /* 1: pixel vectors run over the block's rows as one flat range (see make_plan) */
+    int nvr;       /* row mode: pixel vectors per output row, ceil(OW / V) */
+    int L;         /* floats per staged phase row: nvr*V + (KW-1)*dw / sw (whole vectors past OW), rounded up
+                    * to 16 (whole vectors in the phase split) */
     int R;         /* output rows per block */
     int rows_in;   /* staged input rows per block: (R-1)*sh + (KH-1)*dh + 1 */
     int nrb, ncb;  /* row blocks per image, channel blocks of OB */
     long K;        /* taps C*KH*KW */
-    long stage;    /* floats of the staging buffer: C * rows_in * sw * L */
+    long stage;    /* floats of the staging buffer: row mode C * rows_in * sw * L, flat C * KW * rows_in * OW + V */
 } plan;
-
-static inline long round16(long n) { return (n + 15) / 16 * 16; }   /* floats -> a multiple of 64 bytes */
 
 static plan make_plan(const mxcc_conv_geom *g, int O)
 {
@@ -154,21 +156,27 @@ static plan make_plan(const mxcc_conv_geom *g, int O)
     p.KH = g->k[1]; p.KW = g->k[2]; p.sh = g->stride[1]; p.sw = g->stride[2];
     p.ph = g->pad[1]; p.pw = g->pad[2]; p.dh = g->dilate[1]; p.dw = g->dilate[2];
     p.nvr = (p.OW + V - 1) / V;
-    p.L = p.nvr * V + (p.KW - 1) * p.dw / p.sw;
+    p.L = (int)round16(p.nvr * V + (p.KW - 1) * p.dw / p.sw);
     p.K = (long)p.C * p.KH * p.KW;
-    const long row_bytes = (long)p.C * p.sw * p.L * (long)sizeof(float);   /* one staged input row */
+    /* Row mode computes nvr*V lanes per row for OW pixels: LeNet's OW = 24 uses 24 of 32 lanes. With row
+     * stride 1, staging KW column-shifted copies of each row with row pitch OW makes the block's pixels one
+     * flat range that vectors cross rows in (no lane idle but the last vector's), for KW times the staging:
+     * LeNet conv1 b64 (1 thread, C driver) 718 -> TODO us. */
+    p.flat = p.sh == 1 && p.OW < 0.9 * p.nvr * V;
+    const long row_bytes = (long)sizeof(float) * p.C * (p.flat ? (long)p.KW * p.OW : (long)p.sw * p.L);
     const long fit = CONV_DIRECT_STAGE_BYTES / row_bytes - (long)(p.KH - 1) * p.dh - 1;   /* (R-1)*sh */
     p.R = fit > 0 ? (int)(fit / p.sh + 1) : 1;
     if (p.R > p.OH) p.R = p.OH;
     p.rows_in = (p.R - 1) * p.sh + (p.KH - 1) * p.dh + 1;
     p.nrb = (p.OH + p.R - 1) / p.R;
     p.ncb = (O + OB - 1) / OB;
-    p.stage = (long)p.C * p.rows_in * p.sw * p.L;
+    /* flat: the last vector of the last plane reads up to V - 1 floats past it (lanes never stored) */
+    p.stage = p.flat ? (long)p.C * p.KW * p.rows_in * p.OW + V : (long)p.C * p.rows_in * p.sw * p.L;
     return p;
 }
 
-/* Per thread: the staging buffer, then the tap table (K ints). */
-static long thread_floats(const plan *p) { return round16(p->stage) + round16(p->K); }
+/* Per thread: the staging buffer, the tap table (K ints), a padded row (sw*L). */
+static long thread_floats(const plan *p) { return round16(p->stage) + round16(p->K) + (long)p->sw * p->L; }
 
 long mxcc_conv_direct_scratch_floats(const mxcc_conv_geom *g, int batch, int O, int max_threads)
 {
@@ -190,37 +198,90 @@ void mxcc_conv_direct_pack_f32(int K, int O, const float *w, float *wp)
 
 /* ---- staging ---------------------------------------------------------------------------------------------- */
 
-/* buf (C, rows_in, sw, L) = the input rows of output rows oh0.. of image xn (C, H, W): row r is input row
- * oh0*sh - ph + r, phase q element j is input column j*sw + q - pw; zero outside the image. */
-static void stage_rows(const plan *p, const float *restrict xn, int oh0, float *restrict buf)
+/* d (sw, L) = the stride phases of the padded row t (sw*L,): d[q*L + j] = t[j*sw + q]. L is a multiple of 16,
+ * so whole vectors fill each phase exactly. */
+static void deinterleave(const float *restrict t, int sw, int L, float *restrict d)
 {
+#if defined(__AVX512F__)
+    if (sw == 2) {   /* two loads, an even-lane and an odd-lane permute per 16 outputs of each phase */
+        const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+        for (int j = 0; j < L; j += 16) {
+            const __m512 a = _mm512_loadu_ps(t + 2 * j), b = _mm512_loadu_ps(t + 2 * j + 16);
+            _mm512_storeu_ps(d + j, _mm512_permutex2var_ps(a, even, b));
+            _mm512_storeu_ps(d + L + j, _mm512_permutex2var_ps(a, odd, b));
+        }
+        return;
+    }
+#elif defined(__AVX2__) && defined(__FMA__)
+    if (sw == 2) {   /* in-lane shuffles pick the even/odd elements, a 64-bit permute puts the halves in order */
+        for (int j = 0; j < L; j += 8) {
+            const __m256 a = _mm256_loadu_ps(t + 2 * j), b = _mm256_loadu_ps(t + 2 * j + 8);
+            const __m256 e = _mm256_shuffle_ps(a, b, 0x88), o = _mm256_shuffle_ps(a, b, 0xDD);
+            _mm256_storeu_ps(d + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
+            _mm256_storeu_ps(d + L + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8)));
+        }
+        return;
+    }
+#endif
+    for (int q = 0; q < sw; q++)
+        for (int j = 0; j < L; j++) d[(long)q * L + j] = t[(long)j * sw + q];
+}
+
+/* buf (C, rows_in, sw, L) = the input rows of output rows oh0.. of image xn (C, H, W): row r is input row
+ * oh0*sh - ph + r, phase q element j is input column j*sw + q - pw; zero outside the image. tmp: (sw*L,)
+ * a padded row before its split into phases (stride > 1). */
+static void stage_rows(const plan *p, const float *restrict xn, int oh0, float *restrict buf, float *restrict tmp)
+{
+    const int n = p->sw * p->L;   /* padded columns staged per row */
+    /* columns [lo, hi) of a padded row are inside the image */
+    const int lo = p->pw < n ? p->pw : n, hi = p->pw + p->W < n ? p->pw + p->W : n;
     for (int c = 0; c < p->C; c++) {
         for (int r = 0; r < p->rows_in; r++) {
             const int ih = oh0 * p->sh - p->ph + r;
-            const float *src = xn + ((long)c * p->H + ih) * p->W;   /* (W,) when 0 <= ih < H */
-            for (int q = 0; q < p->sw; q++) {
-                float *restrict d = buf + (((long)c * p->rows_in + r) * p->sw + q) * p->L;   /* (L,) */
-                if (ih < 0 || ih >= p->H) {
-                    memset(d, 0, (size_t)p->L * sizeof(float));
-                    continue;
-                }
-                /* j with 0 <= j*sw + q - pw < W: [ja, jb) */
-                const int off = q - p->pw;
-                int ja = off >= 0 ? 0 : (-off + p->sw - 1) / p->sw;
-                int jb = p->W - 1 - off < 0 ? 0 : (p->W - 1 - off) / p->sw + 1;
-                if (jb > p->L) jb = p->L;
-                if (ja > jb) ja = jb;
-                memset(d, 0, (size_t)ja * sizeof(float));
-                if (p->sw == 1) {
-                    memcpy(d + ja, src + ja + off, (size_t)(jb - ja) * sizeof(float));
-                } else {
-                    const float *s = src + off;
-                    for (int j = ja; j < jb; j++) d[j] = s[(long)j * p->sw];
-                }
-                memset(d + jb, 0, (size_t)(p->L - jb) * sizeof(float));
+            float *restrict d = buf + ((long)c * p->rows_in + r) * n;   /* (sw, L) */
+            if (ih < 0 || ih >= p->H) {
+                memset(d, 0, (size_t)n * sizeof(float));
+                continue;
             }
+            const float *src = xn + ((long)c * p->H + ih) * p->W;   /* (W,) */
+            float *t = p->sw == 1 ? d : tmp;
+            memset(t, 0, (size_t)lo * sizeof(float));
+            memcpy(t + lo, src + lo - p->pw, (size_t)(hi - lo) * sizeof(float));
+            memset(t + hi, 0, (size_t)(n - hi) * sizeof(float));
+            if (p->sw > 1) deinterleave(tmp, p->sw, p->L, d);
         }
     }
+}
+
+/* Flat mode (stride 1 along rows): buf (C, KW, rows_in, OW) = for each tap column kw, the input rows of
+ * output rows oh0.. read at the columns tap kw reads: buf[c, kw, r, ow] = x[c, oh0 - ph + r, ow*sw - pw + kw*dw],
+ * zero outside the image. */
+static void stage_flat(const plan *p, const float *restrict xn, int oh0, float *restrict buf)
+{
+    for (int c = 0; c < p->C; c++)
+        for (int kw = 0; kw < p->KW; kw++) {
+            /* output columns [lo, hi) read inside the row */
+            const int off = kw * p->dw - p->pw;
+            int lo = off >= 0 ? 0 : (-off + p->sw - 1) / p->sw;
+            int hi = p->W - 1 - off < 0 ? 0 : (p->W - 1 - off) / p->sw + 1;
+            if (hi > p->OW) hi = p->OW;
+            if (lo > hi) lo = hi;
+            for (int r = 0; r < p->rows_in; r++) {
+                const int ih = oh0 - p->ph + r;
+                float *restrict d = buf + (((long)c * p->KW + kw) * p->rows_in + r) * p->OW;   /* (OW,) */
+                if (ih < 0 || ih >= p->H) {
+                    memset(d, 0, (size_t)p->OW * sizeof(float));
+                    continue;
+                }
+                const float *src = xn + ((long)c * p->H + ih) * p->W + off;   /* column ow at src[ow * sw] */
+                memset(d, 0, (size_t)lo * sizeof(float));
+                if (p->sw == 1) memcpy(d + lo, src + lo, (size_t)(hi - lo) * sizeof(float));
+                else for (int ow = lo; ow < hi; ow++) d[ow] = src[(long)ow * p->sw];
+                memset(d + hi, 0, (size_t)(p->OW - hi) * sizeof(float));
+            }
+        }
+    memset(buf + p->stage - V, 0, V * sizeof(float));   /* the slack the last vector reads */
 }
 
 /* tap[t] for t = (c, kh, kw): the offset in the staged buffer of the input of tap t for output pixel 0 of the
@@ -231,20 +292,64 @@ static void tap_table(const plan *p, int *tap)
     for (int c = 0; c < p->C; c++)
         for (int kh = 0; kh < p->KH; kh++)
             for (int kw = 0; kw < p->KW; kw++, t++)
-                tap[t] = (int)((((long)c * p->rows_in + kh * p->dh) * p->sw + kw * p->dw % p->sw) * p->L +
-                               kw * p->dw / p->sw);
+                tap[t] = p->flat ? (int)((((long)c * p->KW + kw) * p->rows_in + kh * p->dh) * p->OW)
+                                 : (int)((((long)c * p->rows_in + kh * p->dh) * p->sw + kw * p->dw % p->sw) * p->L +
+                                         kw * p->dw / p->sw);
 }
 
 /* ---- the register tile and its epilogue ------------------------------------------------------------------- */
 
-/* acc[j][v] = sum over taps t of w[t, j] * buf[tap[t] + vb[v] + lane], for nv pixel vectors (nv <= NV, a
- * constant after inlining: one specialized loop per nv). w: the packed weight at the block's first channel. */
-static inline __attribute__((always_inline)) void tile(const float *restrict buf, const int *restrict tap, long K,
-                                                       const float *restrict w, int op, const long *vb, int nv,
-                                                       vec acc[OB][NV])
+/* Where a pixel vector lands: pixels at .. at + n - 1 of the channel plane (OH*OW). */
+typedef struct pix { long at; int n; } pix;
+
+/* The epilogue resolved once per call (NULL fields: not applied). y and residual point at image n, channel 0. */
+typedef struct epi {
+    const float *sc, *sh, *bi, *res;
+    long ld_res, plane;   /* the residual's channel stride; y's (OH*OW) */
+    mxcc_act act;
+    float alpha, lo, hi;
+} epi;
+
+static epi resolve_epilogue(const mxcc_epilogue *ep, long plane)
 {
-    vec a[OB][NV];   /* local, so that it lives in registers; copied out once */
-    for (int j = 0; j < OB; j++)
+    epi e = {0};
+    e.plane = plane;
+    if (!ep || mxcc_epilogue_is_noop(ep)) return e;
+    e.sc = ep->scale; e.sh = ep->shift; e.bi = ep->bias; e.res = ep->residual; e.ld_res = ep->ld_residual;
+    e.act = ep->act; e.alpha = ep->alpha; e.lo = ep->lo; e.hi = ep->hi;
+    return e;
+}
+
+/* The epilogue on one accumulator (channel o, pixels px) and its masked store into y (C_out, OH*OW). */
+static inline __attribute__((always_inline)) void store_vec(const epi *e, vec a, pix px, int o, const float *res,
+                                                            float *restrict y)
+{
+    if (e->sc) a = v_mul_s(a, e->sc[o]);
+    if (e->sh) a = v_add_s(a, e->sh[o]);
+    if (e->bi) a = v_add_s(a, e->bi[o]);
+    if (res) a = v_add(a, v_load_n(res + o * e->ld_res + px.at, px.n));
+    if (e->act == MXCC_ACT_RELU) a = v_relu(a);
+    else if (e->act == MXCC_ACT_LEAKY) a = v_leaky(a, e->alpha);
+    else if (e->act == MXCC_ACT_CLIP) a = v_clip(a, e->lo, e->hi);
+    float *yo = y + o * e->plane + px.at;
+    v_store_n(yo, a, px.n);
+    if (e->act != MXCC_ACT_NONE && e->act != MXCC_ACT_RELU && e->act != MXCC_ACT_LEAKY && e->act != MXCC_ACT_CLIP) {
+        mxcc_epilogue only = {0};   /* sigmoid, tanh, ...: the scalar epilogue on the stored piece */
+        only.act = e->act;
+        mxcc_epilogue_apply_f32(&only, yo, px.n, 0, 0, 1, px.n);
+    }
+}
+
+/* y[o0 + j, px[v]] = epilogue(sum over taps t of w[t, j] * buf[tap[t] + vb[v] + lane]) for nn <= ob channels
+ * and nv pixel vectors (ob <= OB, nv <= NV: constants after inlining, one specialized loop each; the
+ * accumulators never leave the registers). w: the packed weight at channel o0. y, res: image n's. */
+static inline __attribute__((always_inline)) void tile(const float *restrict buf, const int *restrict tap, long K,
+                                                       const float *restrict w, int op, const long *vb, int ob,
+                                                       int nv, const epi *e, const pix *px, int o0, int nn,
+                                                       const float *res, float *restrict y)
+{
+    vec a[OB][NV];
+    for (int j = 0; j < ob; j++)
         for (int v = 0; v < nv; v++) a[j][v] = v_zero();
     for (long t = 0; t < K; t++) {
         const float *xt = buf + tap[t];
@@ -253,57 +358,45 @@ static inline __attribute__((always_inline)) void tile(const float *restrict buf
 #pragma GCC unroll 4
         for (int v = 0; v < nv; v++) xv[v] = v_load(xt + vb[v]);
 #pragma GCC unroll 8
-        for (int j = 0; j < OB; j++)
+        for (int j = 0; j < ob; j++)
 #pragma GCC unroll 4
             for (int v = 0; v < nv; v++) a[j][v] = v_fma_bcast(wt + j, xv[v], a[j][v]);
     }
-    for (int j = 0; j < OB; j++)
-        for (int v = 0; v < nv; v++) acc[j][v] = a[j][v];
+    for (int j = 0; j < ob; j++)
+        if (j < nn)
+            for (int v = 0; v < nv; v++) store_vec(e, a[j][v], px[v], o0 + j, res, y);
 }
 
-/* Where pixel vector i of a row block lands: row oh, columns ow0 .. ow0 + n - 1. */
-typedef struct pix { int oh, ow0, n; } pix;
-
-/* The epilogue on acc (channels o0.., nn of them; nv pixel vectors px) and the masked stores into y. */
-static void store_tile(const plan *p, const mxcc_epilogue *ep, vec acc[OB][NV], int nv, const pix *px, int n,
-                       int O, int o0, int nn, float *restrict y)
+/* tile() for nv = 1..NV vectors and ob = OB or OB/2 channels (the last block of O = 20: 8 + 8 + 4) */
+static void tile_any(const float *buf, const int *tap, long K, const float *w, int op, const long *vb, int nv,
+                     const epi *e, const pix *px, int o0, int nn, const float *res, float *y)
 {
-    const int has_ep = ep && !mxcc_epilogue_is_noop(ep);
-    const float *sc = has_ep ? ep->scale : NULL, *sh = has_ep ? ep->shift : NULL;
-    const float *bi = has_ep ? ep->bias : NULL, *res = has_ep ? ep->residual : NULL;
-    const mxcc_act act = has_ep ? ep->act : MXCC_ACT_NONE;
-    const long P = (long)p->OH * p->OW;
-    for (int j = 0; j < nn; j++) {
-        const int o = o0 + j;
-        for (int v = 0; v < nv; v++) {
-            vec a = acc[j][v];
-            const long at = (long)px[v].oh * p->OW + px[v].ow0;   /* pixel offset in the channel plane */
-            if (sc) a = v_mul_s(a, sc[o]);
-            if (sh) a = v_add_s(a, sh[o]);
-            if (bi) a = v_add_s(a, bi[o]);
-            if (res) a = v_add(a, v_load_n(res + ((long)n * O + o) * ep->ld_residual + at, px[v].n));
-            if (act == MXCC_ACT_RELU) a = v_relu(a);
-            else if (act == MXCC_ACT_LEAKY) a = v_leaky(a, ep->alpha);
-            else if (act == MXCC_ACT_CLIP) a = v_clip(a, ep->lo, ep->hi);
-            float *yo = y + ((long)n * O + o) * P + at;
-            v_store_n(yo, a, px[v].n);
-            if (act != MXCC_ACT_NONE && act != MXCC_ACT_RELU && act != MXCC_ACT_LEAKY && act != MXCC_ACT_CLIP) {
-                mxcc_epilogue only = {0};   /* sigmoid, tanh, ...: the scalar epilogue on the stored piece */
-                only.act = act;
-                mxcc_epilogue_apply_f32(&only, yo, px[v].n, 0, 0, 1, px[v].n);
-            }
-        }
+#define TILE(ob, v) tile(buf, tap, K, w, op, vb, ob, v, e, px, o0, nn, res, y)
+    if (nn > OB / 2) {
+        if (nv == NV) TILE(OB, NV);
+#if NV > 2
+        else if (nv == 2) TILE(OB, 2);
+#endif
+        else TILE(OB, 1);
+    } else {
+        if (nv == NV) TILE(OB / 2, NV);
+#if NV > 2
+        else if (nv == 2) TILE(OB / 2, 2);
+#endif
+        else TILE(OB / 2, 1);
     }
+#undef TILE
 }
 
 /* ---- driver ----------------------------------------------------------------------------------------------- */
 
 /* Work items [i0, i1) of (image, row block, channel block) on one thread, its scratch at s. */
-static void run_items(const plan *p, int O, const float *x, const float *wp, const mxcc_epilogue *ep, float *y,
+static void run_items(const plan *p, int O, const float *x, const float *wp, const epi *e, float *y,
                       float *s, long i0, long i1)
 {
-    float *buf = s;                              /* (C, rows_in, sw, L) staged rows */
+    float *buf = s;   /* (C, rows_in, sw, L) staged rows, flat mode (C, KW, rows_in, OW) + V */
     int *tap = (int *)(s + round16(p->stage));   /* (K,) */
+    float *row = s + round16(p->stage) + round16(p->K);   /* (sw*L,) */
     const int op = (O + OPAD - 1) / OPAD * OPAD;
     const long X = (long)p->C * p->H * p->W;
     tap_table(p, tap);
@@ -313,30 +406,30 @@ static void run_items(const plan *p, int O, const float *x, const float *wp, con
         const int cb = (int)(it - nr * p->ncb), n = (int)(nr / p->nrb), rb = (int)(nr - (long)n * p->nrb);
         const int oh0 = rb * p->R, rows = p->OH - oh0 < p->R ? p->OH - oh0 : p->R;
         if (nr != staged) {
-            stage_rows(p, x + n * X, oh0, buf);
+            if (p->flat) stage_flat(p, x + n * X, oh0, buf);
+            else stage_rows(p, x + n * X, oh0, buf, row);
             staged = nr;
         }
         const int o0 = cb * OB, nn = O - o0 < OB ? O - o0 : OB;
         const float *w = wp + o0;
-        const int nvec = rows * p->nvr;
+        const int npix = rows * p->OW, nvec = p->flat ? (npix + V - 1) / V : rows * p->nvr;
         for (int i = 0; i < nvec; i += NV) {
             const int nv = nvec - i < NV ? nvec - i : NV;
-            long vb[NV];
+            long vb[NV];   /* the vectors' offsets in the staged buffer (tap 0 at 0) */
             pix px[NV];
             for (int v = 0; v < nv; v++) {
-                const int r = (i + v) / p->nvr, ow0 = (i + v - r * p->nvr) * V;
-                vb[v] = (long)r * p->sh * p->sw * p->L + ow0;
-                px[v] = (pix){oh0 + r, ow0, p->OW - ow0 < V ? p->OW - ow0 : V};
+                if (p->flat) {   /* block pixels f.. (row r of the block: input row r + kh*dh) */
+                    const int f = (i + v) * V;
+                    vb[v] = f;
+                    px[v] = (pix){(long)oh0 * p->OW + f, npix - f < V ? npix - f : V};
+                } else {         /* row r, columns ow0.. */
+                    const int r = (i + v) / p->nvr, ow0 = (i + v - r * p->nvr) * V;
+                    vb[v] = (long)r * p->sh * p->sw * p->L + ow0;
+                    px[v] = (pix){(long)(oh0 + r) * p->OW + ow0, p->OW - ow0 < V ? p->OW - ow0 : V};
+                }
             }
-            vec acc[OB][NV];
-            switch (nv) {   /* one tile loop per width, the accumulators in registers */
-            case NV: tile(buf, tap, p->K, w, op, vb, NV, acc); break;
-#if NV > 2
-            case 2: tile(buf, tap, p->K, w, op, vb, 2, acc); break;
-#endif
-            default: tile(buf, tap, p->K, w, op, vb, 1, acc); break;
-            }
-            store_tile(p, ep, acc, nv, px, n, O, o0, nn, y);
+            tile_any(buf, tap, p->K, w, op, vb, nv, e, px, o0, nn, e->res ? e->res + (long)n * O * e->ld_res : NULL,
+                     y + (long)n * O * e->plane);
         }
     }
 }
@@ -345,6 +438,7 @@ void mxcc_conv_direct_f32(const mxcc_conv_geom *g, int batch, int O, const float
                           const mxcc_epilogue *ep, float *y, float *scratch, int parallel)
 {
     const plan p = make_plan(g, O);
+    const epi e = resolve_epilogue(ep, (long)p.OH * p.OW);
     const long items = (long)batch * p.nrb * p.ncb;
     if (items == 0 || p.OW == 0) return;
     int nt = 1;
@@ -359,7 +453,7 @@ void mxcc_conv_direct_f32(const mxcc_conv_geom *g, int batch, int O, const float
     }
 #endif
     if (nt == 1) {
-        run_items(&p, O, x, wp, ep, y, scratch, 0, items);
+        run_items(&p, O, x, wp, &e, y, scratch, 0, items);
         return;
     }
     const long per_thread = thread_floats(&p);
@@ -370,6 +464,6 @@ void mxcc_conv_direct_f32(const mxcc_conv_geom *g, int batch, int O, const float
         team = omp_get_num_threads();
         tid = omp_get_thread_num();
 #endif
-        run_items(&p, O, x, wp, ep, y, scratch + tid * per_thread, items * tid / team, items * (tid + 1) / team);
+        run_items(&p, O, x, wp, &e, y, scratch + tid * per_thread, items * tid / team, items * (tid + 1) / team);
     }
 }
