@@ -17,3 +17,10 @@ def winograd_f43_weight(o: int, c: int) -> tuple[str, int, str]:
     panels. The size is MXCC_WINOGRAD_F43_WEIGHT_FLOATS_MAX (runtime_c/conv/mxcc_winograd.h)."""
     return (f"mxcc_winograd_f43_weight_f32({o}, {c}, src, packed);", 36 * gemm_pack_b(c, o, False)[1],
             "Winograd F(4x4, 3x3) transform G g G^T, 36 (C, O) matrices as GEMM B panels")
+
+
+def conv_direct_weight(k: int, o: int) -> tuple[str, int, str]:
+    """mxcc_conv_direct_pack_f32 of a (o, k) weight, k = C*KH*KW: (k, o rounded up to MXCC_CONV_DIRECT_OB = 8,
+    runtime_c/conv/mxcc_conv.h), one tap's output channels side by side, zeros past o."""
+    return (f"mxcc_conv_direct_pack_f32({k}, {o}, src, packed);", k * (-(-o // 8) * 8),
+            "weight (O, C*KH*KW) as (C*KH*KW, O rounded up to 8): a tap's channels side by side")

@@ -6,6 +6,9 @@ An ANCHOR: the GEMM epilogue adds the bias per output channel (a row of the GEMM
 (elemwise_add) and activation. The lowering picks one path per layer (all decided here, printed by kernels/conv2d.c.j2):
 
   depthwise  groups == C_in == C_out (1-D/2-D): the direct kernel of runtime_c/conv/, epilogue inline
+  direct     one group, 1-D/2-D, at most DIRECT_MAX_C input channels (first layers), a weight fixed at bind
+             time, not a plain 1x1: runtime_c/conv/conv_direct_f32.c, vectorized over output pixels of a row,
+             the weight repacked once by <net>_prepare; its scratch (staged input rows) is per thread
   winograd   2-D 3x3, stride 1, dilation 1, one group, a weight fixed at bind time, and enough output tiles
              (WINOGRAD_MIN_PIXELS or WINOGRAD_MIN_BATCH): Winograd F(4x4, 3x3) (runtime_c/conv/winograd_f32.c), the weight transformed
              once by <net>_prepare; 4x fewer multiplies, float32 error ~1e-6..3e-6 of sum |w||x| (10x direct's)
@@ -24,7 +27,7 @@ from math import prod
 from typing import Literal, Optional
 
 from mxcc.ops import register
-from mxcc.ops._pack import gemm_pack_b, winograd_f43_weight
+from mxcc.ops._pack import conv_direct_weight, gemm_pack_b, winograd_f43_weight
 from mxcc.ops._spatial import LAYOUTS, check_layout, conv_out, dilated, geom, per_image_epilogue, spatial
 from mxcc.ops.base import Fusion, OpDef
 
@@ -54,6 +57,11 @@ WINOGRAD_MIN_PIXELS = 14 * 14
 # wins from 512->512@14 on. The gemm path (the image is its own column matrix) keeps K <= this.
 PACKED_MIN_K_1X1 = 64
 WINOGRAD_MIN_BATCH = 16
+# First layers (few input channels) go to the direct kernel: the packed path gathers K = C*KH*KW taps per
+# pixel into panels and stores its tile transposed, too much work per multiply-add when K is 25..147.
+# benchmarks/conv_direct.py, 1 thread, packed time / direct time: MobileNet conv0 3->32 3x3s2@224 TODO,
+# ResNet-18 stem 3->64 7x7s2@224 TODO, SqueezeNet 1.1 conv0 TODO, LeNet conv1 1->20 5x5@28 b64 TODO.
+DIRECT_MAX_C = 4
 COL_BLOCK_MIN = 192
 COL_BLOCK_ALIGN = 16
 
@@ -150,11 +158,13 @@ def _plain_1x1(k, s, p) -> bool:
 
 
 def path(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> str:
-    """Which kernel computes this layer: 'depthwise', 'packed', 'gemm' (1x1) or 'im2col'. `const`: the inputs
+    """Which kernel computes this layer: 'depthwise', 'direct', 'winograd', 'packed', 'gemm' (1x1) or 'im2col'. `const`: the inputs
     fixed at bind time (an inference forward's params): a constant weight can be packed once."""
     k, s, p, _ = a.geometry()
     if a.num_group == x[1] == a.num_filter and a.nsp <= 2:
         return "depthwise"
+    if a.num_group == 1 and "weight" in const and a.nsp <= 2 and x[1] <= DIRECT_MAX_C and not _plain_1x1(k, s, p):
+        return "direct"
     if a.num_group == 1 and "weight" in const:
         if tuple(k) == (3, 3) and tuple(s) == (1, 1) and tuple(a.geometry()[3]) == (1, 1) \
                 and (prod(_out_spatial(a, x)) >= WINOGRAD_MIN_PIXELS or x[0] >= WINOGRAD_MIN_BATCH):
@@ -182,7 +192,7 @@ def _lower(a: ConvAttrs, k):
     cg, og = c // g, o // g
     hw, ohw, kk = prod(x[2:]), prod(y[2:]), prod(kern)
     kind = path(a, x, k.const)
-    if kind in ("packed", "winograd"):
+    if kind in ("packed", "winograd", "direct"):
         return _lower_packed(a, k, x, y, kind)
     macs = x[0] * o * ohw * cg * kk       # the layer's multiply-adds (depthwise: cg = 1)
     nb = col_block(c * kk, ohw) if kind == "im2col" else ohw
@@ -205,19 +215,22 @@ def _lower(a: ConvAttrs, k):
 
 
 def _lower_packed(a: ConvAttrs, k, x, y, kind: str):
-    """The paths that read the weight transformed at bind time: packed (GEMM panels) and winograd."""
+    """The paths that read the weight transformed at bind time: packed (GEMM panels), winograd and direct."""
     kern, st, p, d = a.geometry()
     c, o = x[1], a.num_filter
     kk, ohw = c * prod(kern), prod(y[2:])
-    fn = {"packed": "mxcc_conv_packed", "winograd": "mxcc_winograd_f43"}[kind]
-    weight = k.packed_input("weight", gemm_pack_b(kk, o, trans=True) if kind == "packed"
-                            else winograd_f43_weight(o, c))
+    fn = {"packed": "mxcc_conv_packed", "winograd": "mxcc_winograd_f43", "direct": "mxcc_conv_direct"}[kind]
+    weight = k.packed_input("weight", {"packed": lambda: gemm_pack_b(kk, o, trans=True),
+                                       "winograd": lambda: winograd_f43_weight(o, c),
+                                       "direct": lambda: conv_direct_weight(kk, o)}[kind]())
     gm = geom(c, x[2:], y[2:], kern, st, p, d)
     literal = "(const mxcc_conv_geom){ " + ", ".join(f".{f} = {v}" for f, v in gm) + " }"
     what = {"packed": f"out^T ({x[0]}*{ohw}, {o}) = im2col(data)^T ({x[0]}*{ohw}, {kk}) . weight^T ({kk}, {o}), "
                       f"one GEMM with pixels as rows, the weight packed at bind time",
             "winograd": f"Winograd F(4x4, 3x3): out = A^T [(B^T d B) . (G g G^T)] A over 4x4 tiles, "
-                        f"36 GEMMs (tiles, {c}) . ({c}, {o}), the weight transformed at bind time"}[kind]
+                        f"36 GEMMs (tiles, {c}) . ({c}, {o}), the weight transformed at bind time",
+            "direct": f"direct: out ({x[0]}, {o}, {ohw}) over {kk} taps, vectorized over output pixels of a row, "
+                      f"a block of channels in registers, the weight repacked at bind time"}[kind]
     return "kernels/conv2d.c.j2", dict(
         path=kind, fn=fn, batch=x[0], groups=1, m=o, n=ohw, nb=ohw, k=kk, x_img=c * prod(x[2:]), y_img=o * ohw,
         w_grp=o * kk, b_grp=0, y_grp=0, geom=gm, o=o, weight=weight,
