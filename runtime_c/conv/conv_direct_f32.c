@@ -362,8 +362,11 @@ static inline __attribute__((always_inline)) void tile(const float *restrict buf
 #pragma GCC unroll 4
             for (int v = 0; v < nv; v++) a[j][v] = v_fma_bcast(wt + j, xv[v], a[j][v]);
     }
+    /* unrolled like the loop above, so that the accumulators are not spilled to the stack */
+#pragma GCC unroll 8
     for (int j = 0; j < ob; j++)
         if (j < nn)
+#pragma GCC unroll 4
             for (int v = 0; v < nv; v++) store_vec(e, a[j][v], px[v], o0 + j, res, y);
 }
 
