@@ -6,8 +6,8 @@ An ANCHOR: the GEMM epilogue adds the bias per output channel (a row of the GEMM
 (elemwise_add) and activation. The lowering picks one path per layer (all decided here, printed by kernels/conv2d.c.j2):
 
   depthwise  groups == C_in == C_out (1-D/2-D): the direct kernel of runtime_c/conv/, epilogue inline
-  direct     one group, 1-D/2-D, at most DIRECT_MAX_C input channels (first layers), a weight fixed at bind
-             time, not a plain 1x1: runtime_c/conv/conv_direct_f32.c, vectorized over output pixels of a row,
+  direct     one group, 1-D/2-D, at most DIRECT_MAX_C input channels (first layers; before winograd only up
+             to DIRECT_FIRST_MAX_C), a weight fixed at bind time, not a plain 1x1: runtime_c/conv/conv_direct_f32.c, vectorized over output pixels of a row,
              the weight repacked once by <net>_prepare; its scratch (staged input rows) is per thread
   winograd   2-D 3x3, stride 1, dilation 1, one group, a weight fixed at bind time, and enough output tiles
              (WINOGRAD_MIN_PIXELS or WINOGRAD_MIN_BATCH): Winograd F(4x4, 3x3) (runtime_c/conv/winograd_f32.c), the weight transformed
@@ -57,11 +57,15 @@ WINOGRAD_MIN_PIXELS = 14 * 14
 # wins from 512->512@14 on. The gemm path (the image is its own column matrix) keeps K <= this.
 PACKED_MIN_K_1X1 = 64
 WINOGRAD_MIN_BATCH = 16
-# First layers (few input channels) go to the direct kernel: the packed path gathers K = C*KH*KW taps per
-# pixel into panels and stores its tile transposed, too much work per multiply-add when K is 25..147.
-# benchmarks/conv_direct.py, 1 thread, packed time / direct time: MobileNet conv0 3->32 3x3s2@224 TODO,
-# ResNet-18 stem 3->64 7x7s2@224 TODO, SqueezeNet 1.1 conv0 TODO, LeNet conv1 1->20 5x5@28 b64 TODO.
-DIRECT_MAX_C = 4
+# Layers with few input channels go to the direct kernel: the packed path gathers K = C*KH*KW taps per pixel
+# into panels and stores its tile transposed, too much work per multiply-add when K is small. Packed time /
+# direct time (1 thread; benchmarks/conv_direct.py for the first layers, a C driver for the rest): MobileNet
+# conv0 3->32 3x3s2@224 1.6, ResNet-18 stem 3->64 7x7s2@224 1.3, SqueezeNet 1.1 conv0 1.5, LeNet conv1 1->20
+# 5x5@28 b64 2.9; 3x3 s1 @56 ->64: C=8 1.25, 16 1.10; LeNet conv2 20->50 5x5@12 b64 1.16; but C=32: 3x3s2
+# @56 ->128 0.94, 3x3 @28 ->64 0.86. Winograd beats direct on 3x3 stride 1 from C=8 (@56 ->64: direct /
+# winograd C=3 0.88, 4 0.95, 8 1.14, 16 2.1), so only up to DIRECT_FIRST_MAX_C does direct go before it.
+DIRECT_MAX_C = 20
+DIRECT_FIRST_MAX_C = 4
 COL_BLOCK_MIN = 192
 COL_BLOCK_ALIGN = 16
 
@@ -163,12 +167,15 @@ def path(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> str:
     k, s, p, _ = a.geometry()
     if a.num_group == x[1] == a.num_filter and a.nsp <= 2:
         return "depthwise"
-    if a.num_group == 1 and "weight" in const and a.nsp <= 2 and x[1] <= DIRECT_MAX_C and not _plain_1x1(k, s, p):
-        return "direct"
     if a.num_group == 1 and "weight" in const:
+        direct = a.nsp <= 2 and not _plain_1x1(k, s, p)
+        if direct and x[1] <= DIRECT_FIRST_MAX_C:
+            return "direct"
         if tuple(k) == (3, 3) and tuple(s) == (1, 1) and tuple(a.geometry()[3]) == (1, 1) \
                 and (prod(_out_spatial(a, x)) >= WINOGRAD_MIN_PIXELS or x[0] >= WINOGRAD_MIN_BATCH):
             return "winograd"
+        if direct and x[1] <= DIRECT_MAX_C:
+            return "direct"
         if not (_plain_1x1(k, s, p) and x[1] <= PACKED_MIN_K_1X1):
             return "packed"
     if _plain_1x1(k, s, p):

@@ -47,7 +47,7 @@ CASES = {
     "w3p0_nobias": ("dataw", dict(kernel=(3, 3), num_filter=5, no_bias=True), None, "im2col"),
     # 1x1 stride 1 with more than 64 input channels: packed when the weight is a param (<= 64: gemm)
     "k1_wide": ("datak", dict(kernel=(1, 1), num_filter=9), "relu", "gemm"),
-    # <= 4 input channels (first layers): direct when the weight is a param
+    # <= 4 input channels (first layers): direct when the weight is a param (as the 6-channel 'data' cases)
     "s3s2_stem": ("datas", dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=11), "relu", "im2col"),
     "s5_res": ("datas", dict(kernel=(5, 5), num_filter=20), None, "im2col"),
 }
@@ -196,8 +196,8 @@ def _check_paths(c_text: str, packed: bool):
         body = bodies[name]
         wide = SHAPES[CASES[name][0]][0] > 64
         if packed and path != "depthwise" and at.get("num_group", 1) == 1 and (path != "gemm" or wide):
-            few = SHAPES[CASES[name][0]][0] <= 4 and len(at["kernel"]) <= 2
-            path = "direct" if few else "winograd" if name.startswith("w3") else "packed"
+            few = SHAPES[CASES[name][0]][0] <= 20 and len(at["kernel"]) <= 2 and path != "gemm"
+            path = "winograd" if name.startswith("w3") else "direct" if few else "packed"
         assert ("mxcc_conv_depthwise_f32(" in body) == (path == "depthwise"), name
         assert ("mxcc_im2col_block_f32(" in body) == (path == "im2col"), name
         assert ("mxcc_gemm_f32(" in body) == (path in ("im2col", "gemm")), name
