@@ -163,7 +163,7 @@ static plan make_plan(const mxcc_conv_geom *g, int O)
     /* Row mode computes nvr*V lanes per row for OW pixels: LeNet's OW = 24 uses 24 of 32 lanes. With row
      * stride 1, staging KW column-shifted copies of each row with row pitch OW makes the block's pixels one
      * flat range that vectors cross rows in (no lane idle but the last vector's), for KW times the staging:
-     * LeNet conv1 b64 (1 thread, C driver) 718 -> TODO us. */
+     * LeNet conv1 b64 (1 thread, C driver, alternating): row mode 597-607 us, flat 509-519 us. */
     p.flat = p.sh == 1 && p.OW < 0.9 * p.nvr * V;
     const long row_bytes = (long)sizeof(float) * p.C * (p.flat ? (long)p.KW * p.OW : (long)p.sw * p.L);
     const long fit = CONV_DIRECT_STAGE_BYTES / row_bytes - (long)(p.KH - 1) * p.dh - 1;   /* (R-1)*sh */
