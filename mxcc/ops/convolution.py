@@ -59,9 +59,10 @@ PACKED_MIN_K_1X1 = 64
 WINOGRAD_MIN_BATCH = 16
 # Layers with few input channels go to the direct kernel: the packed path gathers K = C*KH*KW taps per pixel
 # into panels and stores its tile transposed, too much work per multiply-add when K is small. Packed time /
-# direct time (1 thread; benchmarks/conv_direct.py for the first layers, a C driver for the rest): MobileNet
-# conv0 3->32 3x3s2@224 1.6, ResNet-18 stem 3->64 7x7s2@224 1.3, SqueezeNet 1.1 conv0 1.5, LeNet conv1 1->20
-# 5x5@28 b64 2.9; 3x3 s1 @56 ->64: C=8 1.25, 16 1.10; LeNet conv2 20->50 5x5@12 b64 1.16; but C=32: 3x3s2
+# direct time (1 thread; `benchmarks/conv_direct.py --threads 1` for the first layers, a C driver for the
+# rest): MobileNet conv0 3->32 3x3s2@224 1.81, ResNet-18 stem 3->64 7x7s2@224 1.45, SqueezeNet 1.1 conv0 1.68,
+# LeNet conv1 1->20 5x5@28 b64 2.88 (ORT / direct: 1.02, 1.02, 1.03, 1.37); 3x3 s1 @56 ->64: C=8 1.25,
+# 16 1.10; LeNet conv2 20->50 5x5@12 b64 1.16; but C=32: 3x3s2
 # @56 ->128 0.94, 3x3 @28 ->64 0.86. Winograd beats direct on 3x3 stride 1 from C=8 (@56 ->64: direct /
 # winograd C=3 0.88, 4 0.95, 8 1.14, 16 2.1), so only up to DIRECT_FIRST_MAX_C does direct go before it.
 DIRECT_MAX_C = 20
