@@ -382,8 +382,14 @@ static inline __attribute__((always_inline)) void tile(const float *restrict buf
                                                        const float *res, float *restrict y)
 {
     vec a[OB][NV];
+    /* Prefetch the tile's output lines for writing: in a network the output is cold (the arena was walked by
+     * the other layers), and its read-for-ownership then overlaps the taps instead of the stores. MobileNet
+     * conv0 with an output not in cache (C driver, 1 thread, best of 6 alternating): 298 -> 286 us. */
     for (int j = 0; j < ob; j++)
-        for (int v = 0; v < nv; v++) a[j][v] = v_zero();
+        for (int v = 0; v < nv; v++) {
+            a[j][v] = v_zero();
+            if (j < nn) __builtin_prefetch(y + (o0 + j) * e->plane + px[v].at, 1, 3);
+        }
     for (long t = 0; t < K; t++) {
         const float *xt = buf + tap[t];
         const float *wt = w + t * op;   /* (OB,) this tap's weights */
