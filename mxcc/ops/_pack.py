@@ -24,3 +24,10 @@ def conv1x1_weight(o: int, c: int) -> tuple[str, int, str]:
     MXCC_CONV1X1_PACKED_W_FLOATS_MAX (runtime_c/conv/mxcc_conv.h): enough whether the build's MR is 12, 6 or 4."""
     return (f"mxcc_conv1x1_pack_w_f32({o}, {c}, src, packed);", c * (-(-o // 12) * 12),
             "1x1 weight (O, C) as (C, MR) panels of output channels")
+
+
+def conv_direct_weight(k: int, o: int) -> tuple[str, int, str]:
+    """mxcc_conv_direct_pack_f32 of a (o, k) weight, k = C*KH*KW: (k, o rounded up to MXCC_CONV_DIRECT_OB = 8,
+    runtime_c/conv/mxcc_conv.h), one tap's output channels side by side, zeros past o."""
+    return (f"mxcc_conv_direct_pack_f32({k}, {o}, src, packed);", k * (-(-o // 8) * 8),
+            "weight (O, C*KH*KW) as (C*KH*KW, O rounded up to 8): a tap's channels side by side")

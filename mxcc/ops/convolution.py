@@ -6,6 +6,9 @@ An ANCHOR: the GEMM epilogue adds the bias per output channel (a row of the GEMM
 (elemwise_add) and activation. The lowering picks one path per layer (all decided here, printed by kernels/conv2d.c.j2):
 
   depthwise  groups == C_in == C_out (1-D/2-D): the direct kernel of runtime_c/conv/, epilogue inline
+  direct     one group, 1-D/2-D, at most DIRECT_MAX_C input channels (first layers; before winograd only up
+             to DIRECT_FIRST_MAX_C), a weight fixed at bind time, not a plain 1x1: runtime_c/conv/conv_direct_f32.c, vectorized over output pixels of a row,
+             the weight repacked once by <net>_prepare; its scratch (staged input rows) is per thread
   winograd   2-D 3x3, stride 1, dilation 1, one group, a weight fixed at bind time, and enough output tiles
              (WINOGRAD_MIN_PIXELS or WINOGRAD_MIN_BATCH): Winograd F(4x4, 3x3) (runtime_c/conv/winograd_f32.c), the weight transformed
              once by <net>_prepare; 4x fewer multiplies, float32 error ~1e-6..3e-6 of sum |w||x| (10x direct's)
@@ -27,7 +30,7 @@ from math import prod
 from typing import Literal, Optional
 
 from mxcc.ops import register
-from mxcc.ops._pack import conv1x1_weight, gemm_pack_b, winograd_f43_weight
+from mxcc.ops._pack import conv1x1_weight, conv_direct_weight, gemm_pack_b, winograd_f43_weight
 from mxcc.ops._spatial import LAYOUTS, check_layout, conv_out, dilated, geom, per_image_epilogue, spatial
 from mxcc.ops.base import Fusion, OpDef
 
@@ -63,6 +66,16 @@ WINOGRAD_MIN_BATCH = 16
 # 64->128@56 1.03 vs 0.77, 128->128@56 1.01 vs 0.83, 256->256@28 1.02 vs 0.93, 256->512@14 0.96 vs 0.96,
 # 512->512@14 0.95 vs 0.99, 1024->1024@7 0.81 vs 0.90: pointwise from 28x28 up.
 POINTWISE_MIN_PIXELS = 16 * 16
+# Layers with few input channels go to the direct kernel: the packed path gathers K = C*KH*KW taps per pixel
+# into panels and stores its tile transposed, too much work per multiply-add when K is small. Packed time /
+# direct time (1 thread; `benchmarks/conv_direct.py --threads 1` for the first layers, a C driver for the
+# rest): MobileNet conv0 3->32 3x3s2@224 1.81, ResNet-18 stem 3->64 7x7s2@224 1.45, SqueezeNet 1.1 conv0 1.68,
+# LeNet conv1 1->20 5x5@28 b64 2.88 (ORT / direct: 1.02, 1.02, 1.03, 1.37); 3x3 s1 @56 ->64: C=8 1.25,
+# 16 1.10; LeNet conv2 20->50 5x5@12 b64 1.16; but C=32: 3x3s2
+# @56 ->128 0.94, 3x3 @28 ->64 0.86. Winograd beats direct on 3x3 stride 1 from C=8 (@56 ->64: direct /
+# winograd C=3 0.88, 4 0.95, 8 1.14, 16 2.1), so only up to DIRECT_FIRST_MAX_C does direct go before it.
+DIRECT_MAX_C = 20
+DIRECT_FIRST_MAX_C = 4
 COL_BLOCK_MIN = 192
 COL_BLOCK_ALIGN = 16
 
@@ -159,17 +172,23 @@ def _plain_1x1(k, s, p) -> bool:
 
 
 def path(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> str:
-    """Which kernel computes this layer: 'depthwise', 'winograd', 'pointwise', 'packed', 'gemm' (1x1) or 'im2col'. `const`: the inputs
-    fixed at bind time (an inference forward's params): a constant weight can be packed once."""
+    """Which kernel computes this layer: 'depthwise', 'direct', 'winograd', 'pointwise', 'packed', 'gemm' (1x1)
+    or 'im2col'. `const`: the inputs fixed at bind time (an inference forward's params): a constant weight can
+    be packed once."""
     k, s, p, _ = a.geometry()
     if a.num_group == x[1] == a.num_filter and a.nsp <= 2:
         return "depthwise"
     if a.num_group == 1 and "weight" in const:
+        direct = a.nsp <= 2 and not _plain_1x1(k, s, p)
+        if direct and x[1] <= DIRECT_FIRST_MAX_C:
+            return "direct"
         if tuple(k) == (3, 3) and tuple(s) == (1, 1) and tuple(a.geometry()[3]) == (1, 1) \
                 and (prod(_out_spatial(a, x)) >= WINOGRAD_MIN_PIXELS or x[0] >= WINOGRAD_MIN_BATCH):
             return "winograd"
         if _plain_1x1(k, s, p) and prod(x[2:]) >= POINTWISE_MIN_PIXELS:
             return "pointwise"
+        if direct and x[1] <= DIRECT_MAX_C:
+            return "direct"
         if not (_plain_1x1(k, s, p) and x[1] <= PACKED_MIN_K_1X1):
             return "packed"
     if _plain_1x1(k, s, p):
@@ -193,7 +212,7 @@ def _lower(a: ConvAttrs, k):
     cg, og = c // g, o // g
     hw, ohw, kk = prod(x[2:]), prod(y[2:]), prod(kern)
     kind = path(a, x, k.const)
-    if kind in ("packed", "winograd", "pointwise"):
+    if kind in ("packed", "winograd", "pointwise", "direct"):
         return _lower_packed(a, k, x, y, kind)
     macs = x[0] * o * ohw * cg * kk       # the layer's multiply-adds (depthwise: cg = 1)
     nb = col_block(c * kk, ohw) if kind == "im2col" else ohw
@@ -216,21 +235,24 @@ def _lower(a: ConvAttrs, k):
 
 
 def _lower_packed(a: ConvAttrs, k, x, y, kind: str):
-    """The paths that read the weight transformed at bind time: packed (GEMM panels), winograd, pointwise."""
+    """The paths that read the weight transformed at bind time: packed (GEMM panels), winograd, pointwise and direct."""
     kern, st, p, d = a.geometry()
     c, o = x[1], a.num_filter
     kk, ohw = c * prod(kern), prod(y[2:])
     if kind == "pointwise":
         return _lower_pointwise(a, k, x, o, ohw)
-    fn = {"packed": "mxcc_conv_packed", "winograd": "mxcc_winograd_f43"}[kind]
-    weight = k.packed_input("weight", gemm_pack_b(kk, o, trans=True) if kind == "packed"
-                            else winograd_f43_weight(o, c))
+    fn = {"packed": "mxcc_conv_packed", "winograd": "mxcc_winograd_f43", "direct": "mxcc_conv_direct"}[kind]
+    weight = k.packed_input("weight", {"packed": lambda: gemm_pack_b(kk, o, trans=True),
+                                       "winograd": lambda: winograd_f43_weight(o, c),
+                                       "direct": lambda: conv_direct_weight(kk, o)}[kind]())
     gm = geom(c, x[2:], y[2:], kern, st, p, d)
     literal = "(const mxcc_conv_geom){ " + ", ".join(f".{f} = {v}" for f, v in gm) + " }"
     what = {"packed": f"out^T ({x[0]}*{ohw}, {o}) = im2col(data)^T ({x[0]}*{ohw}, {kk}) . weight^T ({kk}, {o}), "
                       f"one GEMM with pixels as rows, the weight packed at bind time",
             "winograd": f"Winograd F(4x4, 3x3): out = A^T [(B^T d B) . (G g G^T)] A over 4x4 tiles, "
-                        f"36 GEMMs (tiles, {c}) . ({c}, {o}), the weight transformed at bind time"}[kind]
+                        f"36 GEMMs (tiles, {c}) . ({c}, {o}), the weight transformed at bind time",
+            "direct": f"direct: out ({x[0]}, {o}, {ohw}) over {kk} taps, vectorized over output pixels of a row, "
+                      f"a block of channels in registers, the weight repacked at bind time"}[kind]
     return "kernels/conv2d.c.j2", dict(
         path=kind, fn=fn, batch=x[0], groups=1, m=o, n=ohw, nb=ohw, k=kk, x_img=c * prod(x[2:]), y_img=o * ohw,
         w_grp=o * kk, b_grp=0, y_grp=0, geom=gm, o=o, weight=weight,

@@ -140,6 +140,21 @@ long mxcc_conv1x1_scratch_floats(int C, int max_threads);
 void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const float *wp, const mxcc_epilogue *ep,
                       float *y, float *scratch, int parallel);
 
+/* ---- direct convolution for few input channels (runtime_c/conv/conv_direct_f32.c) ------------------------
+ * y (batch, O, OH, OW) = conv(x (batch, C, H, W)) for one group, 1-D or 2-D (in[0] = k[0] = 1), any kernel,
+ * stride, pad and dilation: vectorized over the output pixels of a row, a block of output channels in
+ * registers, each input row staged once per block of output rows (zero-padded, split into stride phases).
+ * Made for the first layers (C = 1..4), where K = C*KH*KW is too small for the GEMM paths.
+ * wp: the weight (O, K), K = C*KH*KW, packed once by mxcc_conv_direct_pack_f32 into (K, O rounded up to
+ * MXCC_CONV_DIRECT_OB) floats: one tap's channels side by side, zeros past O.
+ * ep, scratch (mxcc_conv_direct_scratch_floats), parallel: as mxcc_conv_packed_f32. The result does not
+ * depend on the thread count (bit for bit). */
+#define MXCC_CONV_DIRECT_OB 8
+void mxcc_conv_direct_pack_f32(int K, int O, const float *w, float *wp);
+long mxcc_conv_direct_scratch_floats(const mxcc_conv_geom *g, int batch, int O, int max_threads);
+void mxcc_conv_direct_f32(const mxcc_conv_geom *g, int batch, int O, const float *x, const float *wp,
+                          const mxcc_epilogue *ep, float *y, float *scratch, int parallel);
+
 #ifdef __cplusplus
 }
 #endif

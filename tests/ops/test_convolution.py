@@ -47,9 +47,12 @@ CASES = {
     "w3p0_nobias": ("dataw", dict(kernel=(3, 3), num_filter=5, no_bias=True), None, "im2col"),
     # 1x1 stride 1 with more than 64 input channels: packed when the weight is a param (<= 64: gemm)
     "k1_wide": ("datak", dict(kernel=(1, 1), num_filter=9), "relu", "gemm"),
+    # <= 4 input channels (first layers): direct when the weight is a param (as the 6-channel 'data' cases)
+    "s3s2_stem": ("datas", dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=11), "relu", "im2col"),
+    "s5_res": ("datas", dict(kernel=(5, 5), num_filter=20), None, "im2col"),
 }
-SHAPES = {"data": (6, 9, 11), "data1d": (4, 13), "data3d": (2, 4, 5, 5), "dataw": (7, 18, 16), "datak": (70, 5, 6)}
-RESIDUAL = {"c3p1_relu", "g3_1x1", "dw3_relu", "c1d_k3s2", "w3p1_res"}     # conv + elemwise_add (+ act), fused
+SHAPES = {"data": (6, 9, 11), "data1d": (4, 13), "data3d": (2, 4, 5, 5), "dataw": (7, 18, 16), "datak": (70, 5, 6), "datas": (3, 13, 37)}
+RESIDUAL = {"c3p1_relu", "g3_1x1", "dw3_relu", "c1d_k3s2", "w3p1_res", "s5_res"}     # conv + elemwise_add (+ act), fused
 ACTS = {"relu": lambda v: np.maximum(v, 0), "tanh": np.tanh, "sigmoid": lambda v: 1 / (1 + np.exp(-v)),
         "softrelu": lambda v: np.log1p(np.exp(v))}
 
@@ -193,17 +196,19 @@ def _check_paths(c_text: str, packed: bool):
         body = bodies[name]
         wide = SHAPES[CASES[name][0]][0] > 64
         if packed and path != "depthwise" and at.get("num_group", 1) == 1 and (path != "gemm" or wide):
-            path = "winograd" if name.startswith("w3") else "packed"
+            few = SHAPES[CASES[name][0]][0] <= 20 and len(at["kernel"]) <= 2 and path != "gemm"
+            path = "winograd" if name.startswith("w3") else "direct" if few else "packed"
         assert ("mxcc_conv_depthwise_f32(" in body) == (path == "depthwise"), name
         assert ("mxcc_im2col_block_f32(" in body) == (path == "im2col"), name
         assert ("mxcc_gemm_f32(" in body) == (path in ("im2col", "gemm")), name
         assert ("mxcc_conv_packed_f32(" in body) == (path == "packed"), name
         assert ("mxcc_winograd_f43_f32(" in body) == (path == "winograd"), name
-        assert (f"net_{name}_pack_weight(ctx)" in c_text) == (path in ("packed", "winograd")), name
+        assert ("mxcc_conv_direct_f32(" in body) == (path == "direct"), name
+        assert (f"net_{name}_pack_weight(ctx)" in c_text) == (path in ("packed", "winograd", "direct")), name
         if act:
             assert f"MXCC_ACT_{act.upper()}" in body and f"{name}_act" not in bodies, name
         per_image = ".residual = residual + (long)n * " in body
-        assert per_image == (name in RESIDUAL and path not in ("packed", "winograd")), name
+        assert per_image == (name in RESIDUAL and path not in ("packed", "winograd", "direct")), name
         assert (".residual = residual" in body) == (name in RESIDUAL), name
 
 

@@ -35,7 +35,7 @@ def _cdef() -> str:
     conv = re.sub(r"/\*.*?\*/", "", conv, flags=re.S)
     conv = re.sub(r"static inline.*?\n\}\n", "", conv, flags=re.S)
     # the packed-weight convolution links the GEMM: tests/runtime/test_conv_packed.py builds and tests it
-    conv = re.sub(r"\n[^\n;]*mxcc_conv_packed\w*\([^;]*;", "", conv)
+    conv = re.sub(r"\n[^\n;]*mxcc_conv_(?:packed|direct)\w*\([^;]*;", "", conv)
     decls = [ln for ln in conv.splitlines() if ln.strip() and not ln.lstrip().startswith("#")
              and "extern" not in ln and ln.strip() != "}"]
     return "\n".join(types) + "\n" + "\n".join(decls) + "\nvoid omp_set_num_threads(int);\nint omp_get_max_threads(void);\n"

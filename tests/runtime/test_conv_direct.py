@@ -1,0 +1,217 @@
+"""runtime_c/conv/conv_direct_f32.c: the direct convolution for few input channels, against a float64 numpy
+convolution (im2col in numpy, then a matrix product and the epilogue), on an edge matrix (C_in 1..4, kernels
+1..7, stride 1..3, pad 0..3, dilation, widths that are not multiples of the vector, 1-pixel outputs, 1-D,
+batch 1 and 3, channel counts that do not fill the register tile), every epilogue part, 1 vs 2 threads
+(identical bits), the native / haswell / x86-64 builds (each ISA's vector width and register tile), the
+scratch size (a NaN guard after it must survive) and an ASan/UBSan build of a C driver
+(tests/runtime/conv_direct_sanity.c) against a naive convolution.
+
+Tolerance: float32 sums of K = C*KH*KW products in tap order: 1e-6 * sqrt(K) * sum |w||x| per output (as
+tests/runtime/test_conv_packed.py), the same bound scaled through the epilogue, plus a few ulp of the result.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks._build_gemm import predefined_macros
+from mxcc_testing import conv_geom as _geom, float_buf as _f, im2col_np
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNTIME = ROOT / "runtime_c"
+CC = os.environ.get("CC", "gcc")
+RTOL = 1e-6
+ISA_MACROS = {"__AVX__", "__AVX2__", "__FMA__", "__F16C__", "__BMI2__", "__AVX512F__", "__AVX512VL__"}
+# the epilogue's scalar activations live in runtime_c/gemm/epilogue_f32.c
+SOURCES = [RUNTIME / "conv" / "conv_direct_f32.c", RUNTIME / "gemm" / "epilogue_f32.c"]
+MARCHES = ["native", "haswell", "x86-64"]
+
+
+def _cdef() -> str:
+    gemm = (RUNTIME / "gemm" / "mxcc_gemm.h").read_text()
+    types = re.findall(r"typedef (?:enum|struct) \w+ \{.*?\} \w+;", gemm, re.S)
+    conv = (RUNTIME / "conv" / "mxcc_conv.h").read_text()
+    geom = re.search(r"typedef struct mxcc_conv_geom \{.*?\} mxcc_conv_geom;", conv, re.S).group(0)
+    decls = re.findall(r"\n([^\n;]*mxcc_conv_direct\w*\([^;]*;)", re.sub(r"/\*.*?\*/", "", conv, flags=re.S))
+    assert len(decls) == 3, decls
+    return "\n".join([*types, geom, *decls]) + "\nvoid omp_set_num_threads(int);\nint omp_get_max_threads(void);\n"
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """{march: shared library path} for every runnable target, compiled concurrently, loaded with cffi in
+    ABI mode."""
+    if shutil.which(CC) is None:
+        pytest.skip(f"no C compiler ({CC}) on PATH")
+    out = tmp_path_factory.mktemp("conv_direct_build")
+    runnable = [m for m in MARCHES if not (predefined_macros(m) - predefined_macros("native")) & ISA_MACROS]
+    jobs = {m: subprocess.Popen([CC, "-O3", f"-march={m}", "-fopenmp", "-std=gnu11", "-fPIC", "-shared",
+                                 f"-I{RUNTIME}", *map(str, SOURCES), "-lm", "-o", str(out / f"libconvdirect_{m}.so")],
+                                stderr=subprocess.PIPE, text=True) for m in runnable}
+    for m, j in jobs.items():
+        assert j.wait() == 0, j.stderr.read()
+    return {m: out / f"libconvdirect_{m}.so" for m in runnable}
+
+
+@pytest.fixture(scope="module", params=MARCHES)
+def isa(request, builds):
+    if request.param not in builds:
+        pytest.skip(f"this CPU cannot run -march={request.param} code")
+    cffi = pytest.importorskip("cffi")
+    ffi = cffi.FFI()
+    ffi.cdef(_cdef())
+    return ffi, ffi.dlopen(str(builds[request.param]))
+
+
+ACTS = {"NONE": lambda v: v, "RELU": lambda v: np.maximum(v, 0), "SIGMOID": lambda v: 1 / (1 + np.exp(-v)),
+        "TANH": np.tanh, "SOFTRELU": lambda v: np.where(v > 20, v, np.log1p(np.exp(np.minimum(v, 20)))),
+        "SOFTSIGN": lambda v: v / (1 + np.abs(v)), "LEAKY": lambda v: np.where(v > 0, v, 0.1 * v),
+        "CLIP": lambda v: np.clip(v, -0.5, 0.5)}
+
+
+class Conv:
+    """One random problem: inputs, packed weight, epilogue, and the float64 reference with its bound."""
+
+    def __init__(self, ffi, lib, batch, c, size, k, s, p, d, O, ep=(), act="NONE", seed=0):
+        rng = np.random.default_rng(seed)
+        self.ffi, self.lib = ffi, lib
+        self.g, out = _geom(ffi, c, size, k, s, p, d)
+        self.batch, self.O, self.P, self.K = batch, O, int(np.prod(out)), c * int(np.prod(k))
+        self.out = out
+        self.x = rng.standard_normal((batch, c, *size)).astype(np.float32)
+        self.w = rng.standard_normal((O, self.K)).astype(np.float32)
+        op = -(-O // 8) * 8
+        self.wp = np.full(self.K * op + 16, np.nan, np.float32)   # a NaN guard after the packed weight
+        lib.mxcc_conv_direct_pack_f32(self.K, O, _f(ffi, self.w), _f(ffi, self.wp))
+        assert np.isnan(self.wp[self.K * op:]).all() and not np.isnan(self.wp[:self.K * op]).any()
+        cols = np.stack([im2col_np(xi.astype(np.float64), k, s, p, d, out) for xi in self.x])  # (N, K, P)
+        acc = np.einsum("ok,nkp->nop", self.w.astype(np.float64), cols)
+        bound = RTOL * np.sqrt(self.K) * np.einsum("ok,nkp->nop", np.abs(self.w), np.abs(cols)) + 1e-30
+        self.keep, fields = [], {}
+        val = acc
+        vec = lambda: rng.uniform(0.5, 1.5, O).astype(np.float32)   # noqa: E731
+        if "scale" in ep:
+            sc = vec(); fields["scale"] = self._keep(sc)
+            val = val * sc[None, :, None]; bound = bound * sc[None, :, None]
+        if "shift" in ep:
+            sh = vec(); fields["shift"] = self._keep(sh); val = val + sh[None, :, None]
+        if "bias" in ep:
+            b = vec(); fields["bias"] = self._keep(b); val = val + b[None, :, None]
+        if "residual" in ep:
+            r = rng.standard_normal((batch, O, self.P)).astype(np.float32)
+            fields["residual"] = self._keep(r); fields["ld_residual"] = self.P; val = val + r
+        bound = bound + 4e-7 * np.abs(val)   # the epilogue's own float roundings (a few ulp)
+        self.ep = ffi.NULL
+        if ep or act != "NONE":
+            fields.update(act=getattr(lib, "MXCC_ACT_" + act), alpha=0.1, lo=-0.5, hi=0.5, per_row=1)
+            self.ep = ffi.new("mxcc_epilogue *", fields)
+        # every activation is 1-Lipschitz: the pre-activation bound carries through
+        self.want, self.bound = ACTS[act](val), bound
+
+    def _keep(self, a):
+        self.keep.append(a)
+        return _f(self.ffi, a)
+
+    def run(self, parallel=1, threads=None):
+        ffi, lib = self.ffi, self.lib
+        before = lib.omp_get_max_threads()
+        if threads:
+            lib.omp_set_num_threads(threads)
+        try:
+            n = lib.mxcc_conv_direct_scratch_floats(self.g, self.batch, self.O, 0)
+            scratch = np.full(n + 64, np.nan, np.float32)      # a NaN guard after the scratch
+            y = np.full((self.batch, self.O, self.P), np.nan, np.float32)   # every element must be written
+            lib.mxcc_conv_direct_f32(self.g, self.batch, self.O, _f(ffi, self.x), _f(ffi, self.wp), self.ep,
+                                     _f(ffi, y), _f(ffi, scratch), parallel)
+        finally:
+            lib.omp_set_num_threads(before)
+        assert np.isnan(scratch[n:]).all(), "written past mxcc_conv_direct_scratch_floats"
+        return y
+
+    def check(self, y):
+        err = np.abs(y.astype(np.float64) - self.want)
+        assert np.isfinite(y).all() and (err <= self.bound).all(), \
+            f"max err {err.max():.3g} at {np.unravel_index(np.argmax(err - self.bound), err.shape)}"
+
+
+# (batch, channels, size, kernel, stride, pad, dilate, O)
+GEOMETRIES = [
+    (1, 3, (23, 37), (3, 3), (2, 2), (1, 1), (1, 1), 32),     # MobileNet's conv0 in small: OW = 19
+    (1, 3, (29, 31), (7, 7), (2, 2), (3, 3), (1, 1), 20),     # the ResNet stem's shape in small
+    (3, 1, (12, 28), (5, 5), (1, 1), (0, 0), (1, 1), 20),     # LeNet conv1 in small: OW = 24, 20 channels
+    (1, 2, (9, 50), (1, 1), (1, 1), (0, 0), (1, 1), 9),       # 1x1: K = 2, a pixel vector past the row end
+    (1, 4, (10, 17), (3, 3), (3, 3), (2, 2), (1, 1), 1),      # stride 3, one output channel
+    (1, 3, (9, 33), (3, 5), (1, 2), (3, 1), (2, 1), 13),      # dilation 2 in rows, stride 2 in columns
+    (2, 2, (4, 5), (3, 3), (1, 2), (3, 3), (1, 1), 5),        # pad 3 > kernel reach: rows of padding
+    (3, 2, (1, 1), (1, 1), (1, 1), (0, 0), (1, 1), 7),        # 1-pixel images
+    (1, 3, (1, 1), (3, 3), (1, 1), (1, 1), (1, 1), 9),        # 1-pixel image, 3x3 pad 1
+    (1, 1, (7, 7), (7, 7), (1, 1), (0, 0), (1, 1), 16),       # the kernel covers the image: 1 output pixel
+    (2, 3, (41,), (5,), (2,), (2,), (1,), 16),                # 1-D
+    (1, 4, (70, 8), (3, 3), (1, 1), (1, 1), (1, 1), 24),      # tall: many row blocks
+    (1, 2, (6, 130), (4, 6), (3, 2), (2, 3), (1, 2), 11),     # wide, even kernel, dilation 2 in columns
+]
+
+
+def _id(g):
+    return f"n{g[0]}c{g[1]}_{'x'.join(map(str, g[2]))}_k{'x'.join(map(str, g[3]))}s{g[4][-1]}p{g[5][-1]}d{g[6][-1]}_o{g[7]}"
+
+
+@pytest.mark.parametrize("geo", GEOMETRIES, ids=_id)
+def test_direct_conv_matches_numpy(isa, geo):
+    ffi, lib = isa
+    prob = Conv(ffi, lib, *geo)
+    prob.check(prob.run(parallel=0))
+
+
+EPILOGUES = [(("scale", "shift"), "RELU"), (("bias",), "SIGMOID"), (("residual",), "NONE"),
+             (("scale", "shift", "residual"), "RELU"), (("bias", "residual"), "TANH"), ((), "SOFTRELU"),
+             (("shift",), "SOFTSIGN"), (("scale", "bias"), "LEAKY"), (("residual",), "CLIP"),
+             (("scale", "shift", "bias", "residual"), "CLIP")]
+
+
+@pytest.mark.parametrize("ep,act", EPILOGUES, ids=lambda v: "+".join(v) if isinstance(v, tuple) else v)
+def test_direct_conv_epilogue(isa, ep, act):
+    ffi, lib = isa
+    # batch 2, OW = 9 (a partial vector), 13 channels (a partial channel block)
+    prob = Conv(ffi, lib, 2, 3, (11, 19), (3, 3), (2, 2), (1, 1), (1, 1), 13, ep=ep, act=act, seed=5)
+    prob.check(prob.run(parallel=1, threads=2))
+
+
+@pytest.mark.parametrize("geo", [
+    (1, 3, (64, 64), (3, 3), (2, 2), (1, 1), (1, 1), 32),
+    (3, 1, (28, 28), (5, 5), (1, 1), (0, 0), (1, 1), 20),
+    (1, 3, (40, 40), (7, 7), (2, 2), (3, 3), (1, 1), 64),
+], ids=_id)
+def test_direct_conv_threads_give_identical_bits(isa, geo):
+    ffi, lib = isa
+    prob = Conv(ffi, lib, *geo, ep=("scale", "shift", "residual"), act="RELU", seed=2)
+    one, two, serial = prob.run(1, threads=1), prob.run(1, threads=2), prob.run(0, threads=2)
+    prob.check(two)
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(one, serial)
+
+
+# native: the AVX-512 loads/stores (ASan does not see inside masked ones, but sees the staging, the tap
+# table and the residual indexing around them); x86-64: the plain C loops, every access checked
+@pytest.mark.parametrize("march", ["native", "x86-64"])
+def test_direct_conv_under_address_and_undefined_sanitizers(tmp_path, march):
+    if shutil.which(CC) is None:
+        pytest.skip(f"no C compiler ({CC}) on PATH")
+    exe = tmp_path / "conv_direct_sanity"
+    cmd = [CC, "-O1", "-g", f"-march={march}", "-fopenmp", "-std=gnu11", "-fsanitize=address,undefined",
+           "-fno-sanitize-recover=all", f"-I{RUNTIME}", str(Path(__file__).with_name("conv_direct_sanity.c")),
+           *map(str, SOURCES), "-lm", "-o", str(exe)]
+    build = subprocess.run(cmd, capture_output=True, text=True)
+    if build.returncode != 0 and "sanitize" in build.stderr:
+        pytest.skip(f"sanitizer runtime not installed: {build.stderr.strip()[-300:]}")
+    assert build.returncode == 0, build.stderr
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1", OMP_NUM_THREADS="2")
+    r = subprocess.run([str(exe), "60", "7"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0 and "runtime error" not in r.stderr, r.stdout + r.stderr
+    assert "60 problems ok" in r.stdout
