@@ -395,7 +395,10 @@ static inline vf v_leaky(vf x, vf alpha)
  * broadcast taps (32 zmm / 16 ymm registers). AVX-512 runs 3x3 kernels in blocks of DW_R_TALL = 7 rows
  * where that wastes no more rows past the output than blocks of 4 (MobileNet's 112..7: multiples of 7):
  * 9 input rows feed 7 output rows instead of 6 feeding 4 (14x14 stride 1: 54 vs 42 GFLOP/s, 28x28: 57 vs
- * 50, in L2 on this machine). DW_R is the largest R. */
+ * 50, in L2 on this machine). Stride 2 stays at 4 rows x 1 vector (1 thread, 7x2 -> 4x1: 64x112x112 118 ->
+ * 104 us, 128x56x56 58 -> 51, 256x28x28 35 -> 31; 4x2 106, 52, 30; 2x1, 3x1, 5x2, 6x2 slower): there an
+ * input row feeds at most 2 output rows, and 7x2 accumulators leave too few registers for the deinterleave.
+ * DW_R is the largest R. */
 #if defined(__AVX512F__)
 #define DW_R 7
 #define DW_R_TALL 7
@@ -640,7 +643,7 @@ DW_INLINE void dw_planes_blocked(const dw_call *a, long p0, long p1, const int K
 }
 
 static void dw_planes_3x3s1(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 3, 3, 1, 4, DW_U); }
-static void dw_planes_3x3s2(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 3, 3, 2, 4, DW_U); }
+static void dw_planes_3x3s2(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 3, 3, 2, 4, 1); }
 static void dw_planes_5x5s1(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 5, 5, 1, 4, DW_U); }
 static void dw_planes_5x5s2(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 5, 5, 2, 4, DW_U); }
 #if DW_R_TALL != 4
@@ -648,13 +651,8 @@ static void dw_planes_3x3s1_tall(const dw_call *a, long p0, long p1)
 {
     dw_planes_blocked(a, p0, p1, 3, 3, 1, DW_R_TALL, DW_U);
 }
-static void dw_planes_3x3s2_tall(const dw_call *a, long p0, long p1)
-{
-    dw_planes_blocked(a, p0, p1, 3, 3, 2, DW_R_TALL, DW_U);
-}
 #else
 #define dw_planes_3x3s1_tall dw_planes_3x3s1
-#define dw_planes_3x3s2_tall dw_planes_3x3s2
 #endif
 
 /* Small planes, rows too narrow for the vectors (OW <= VL / 2: the row path would leave more than half the
@@ -870,7 +868,7 @@ void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x,
         void (*planes_fn)(const dw_call *, long, long) =
             !sq ? dw_planes_any
             : KH == 3 ? (s == 1 ? (tall ? dw_planes_3x3s1_tall : dw_planes_3x3s1)
-                                : (tall ? dw_planes_3x3s2_tall : dw_planes_3x3s2))
+                                : dw_planes_3x3s2)
             : KH == 5 ? (s == 1 ? dw_planes_5x5s1 : dw_planes_5x5s2) : dw_planes_any;
         vm flat_mask[DW_FLAT_VECS * DW_FLAT_TAPS];
         long flat_off[DW_FLAT_TAPS];
