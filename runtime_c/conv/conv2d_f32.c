@@ -305,6 +305,26 @@ static inline vf v_odd(vf a, vf b)
 {
     return _mm512_permutex2var_ps(a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);
 }
+/* v_even / v_odd without crossing 128-bit lanes (vshufps): the outputs come in the order v_pi, lane 4k + i
+ * holding output (i < 2 ? 2k + i : 8 + 2k + i - 2); v_from_pi puts them back in order (one vpermps per
+ * accumulator instead of three vpermt2ps per input row: 64x112x112 s2 124.9 -> 118.2 us, 1 thread) */
+static inline vf v_even_pi(vf a, vf b) { return _mm512_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)); }
+static inline vf v_odd_pi(vf a, vf b) { return _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)); }
+static inline vf v_from_pi(vf a)
+{
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15), a);
+}
+/* lanes 0..7 to lo[0..7], 8..15 to hi[0..7] */
+static inline void v_store_halves(float *lo, float *hi, vf a)
+{
+    _mm256_storeu_ps(lo, _mm512_castps512_ps256(a));
+    _mm256_storeu_ps(hi, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+}
+/* lanes 0..7: the even lanes of a, 8..15: the odd ones */
+static inline vf v_split_even_odd(vf a)
+{
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15), a);
+}
 /* the activations of mxcc_math.h, NaN included: max/min return their second operand when one is NaN */
 static inline vf v_relu(vf x) { return _mm512_max_ps(x, _mm512_setzero_ps()); }
 static inline vf v_clip(vf x, vf lo, vf hi) { return _mm512_min_ps(hi, _mm512_max_ps(lo, x)); }
@@ -345,6 +365,22 @@ static inline vf v_odd(vf a, vf b)
     const __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
 }
+/* in 128-bit lanes only: outputs in the order 0 1 4 5 | 2 3 6 7 (v_pi); v_from_pi: the 64-bit pairs 0 2 1 3 */
+static inline vf v_even_pi(vf a, vf b) { return _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)); }
+static inline vf v_odd_pi(vf a, vf b) { return _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)); }
+static inline vf v_from_pi(vf a)
+{
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(a), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+static inline void v_store_halves(float *lo, float *hi, vf a)
+{
+    _mm_storeu_ps(lo, _mm256_castps256_ps128(a));
+    _mm_storeu_ps(hi, _mm256_extractf128_ps(a, 1));
+}
+static inline vf v_split_even_odd(vf a)
+{
+    return _mm256_permutevar8x32_ps(a, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+}
 static inline vf v_relu(vf x) { return _mm256_max_ps(x, _mm256_setzero_ps()); }
 static inline vf v_clip(vf x, vf lo, vf hi) { return _mm256_min_ps(hi, _mm256_max_ps(lo, x)); }
 static inline vf v_leaky(vf x, vf alpha)
@@ -359,7 +395,10 @@ static inline vf v_leaky(vf x, vf alpha)
  * broadcast taps (32 zmm / 16 ymm registers). AVX-512 runs 3x3 kernels in blocks of DW_R_TALL = 7 rows
  * where that wastes no more rows past the output than blocks of 4 (MobileNet's 112..7: multiples of 7):
  * 9 input rows feed 7 output rows instead of 6 feeding 4 (14x14 stride 1: 54 vs 42 GFLOP/s, 28x28: 57 vs
- * 50, in L2 on this machine). DW_R is the largest R. */
+ * 50, in L2 on this machine). Stride 2 stays at 4 rows x 1 vector (1 thread, 7x2 -> 4x1: 64x112x112 118 ->
+ * 104 us, 128x56x56 58 -> 51, 256x28x28 35 -> 31; 4x2 106, 52, 30; 2x1, 3x1, 5x2, 6x2 slower): there an
+ * input row feeds at most 2 output rows, and 7x2 accumulators leave too few registers for the deinterleave.
+ * DW_R is the largest R. */
 #if defined(__AVX512F__)
 #define DW_R 7
 #define DW_R_TALL 7
@@ -394,6 +433,7 @@ typedef struct dw_call {
     dw_plane base;            /* the geometry and the epilogue kind, no plane yet */
     const vm *flat_mask;      /* dw_planes_flat: [vector * taps + tap] */
     const long *flat_off;     /* dw_planes_flat: [tap] */
+    int flat_s2;              /* dw_planes_flat: stride 2, the taps read the input's phases */
     int flat_vecs;            /* dw_planes_flat: vectors per plane, a multiple of DW_FLAT_GROUP */
 } dw_call;
 
@@ -530,7 +570,7 @@ DW_INLINE void dw_block(const dw_plane *p, const vf *wv, int oh0, int ow0, const
         const float *xr = p->x + (long)(ih0 + j) * W + c00;   /* lane 0, tap 0: may be before the row */
 #pragma GCC unroll 8
         for (int u = 0; u < U; u++) {
-            vf in[5];   /* the row's values under tap kw for the vector's VL outputs */
+            vf in[5];   /* the row's values under tap kw for the VL outputs (stride 2: lanes in v_pi order) */
             const float *xu = xr + u * VL * S;
 #pragma GCC unroll 8
             for (int kw = 0; kw < KW; kw++) {
@@ -539,9 +579,9 @@ DW_INLINE void dw_block(const dw_plane *p, const vf *wv, int oh0, int ow0, const
                 else if (kw % 2 == 0) {
                     const vf a = masked ? v_load_m(xu + kw, lm[u][kw]) : v_load(xu + kw);
                     const vf b = masked ? v_load_m(xu + kw + VL, lm[u][kw + 1]) : v_load(xu + kw + VL);
-                    in[kw] = v_even(a, b);
+                    in[kw] = v_even_pi(a, b);
                     if (kw + 1 < KW)
-                        in[kw + 1] = v_odd(a, b);
+                        in[kw + 1] = v_odd_pi(a, b);
                 }
             }
 #pragma GCC unroll 8
@@ -554,6 +594,11 @@ DW_INLINE void dw_block(const dw_plane *p, const vf *wv, int oh0, int ow0, const
                     acc[r * U + u] = v_fma(wv[kh * KW + kw], in[kw], acc[r * U + u]);
             }
         }
+    }
+    if (S == 2) {
+#pragma GCC unroll 16
+        for (int i = 0; i < R * U; i++)
+            acc[i] = v_from_pi(acc[i]);
     }
     dw_store(p, acc, oh0, ow0, R, U, masked);
 }
@@ -598,7 +643,7 @@ DW_INLINE void dw_planes_blocked(const dw_call *a, long p0, long p1, const int K
 }
 
 static void dw_planes_3x3s1(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 3, 3, 1, 4, DW_U); }
-static void dw_planes_3x3s2(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 3, 3, 2, 4, DW_U); }
+static void dw_planes_3x3s2(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 3, 3, 2, 4, 1); }
 static void dw_planes_5x5s1(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 5, 5, 1, 4, DW_U); }
 static void dw_planes_5x5s2(const dw_call *a, long p0, long p1) { dw_planes_blocked(a, p0, p1, 5, 5, 2, 4, DW_U); }
 #if DW_R_TALL != 4
@@ -606,47 +651,75 @@ static void dw_planes_3x3s1_tall(const dw_call *a, long p0, long p1)
 {
     dw_planes_blocked(a, p0, p1, 3, 3, 1, DW_R_TALL, DW_U);
 }
-static void dw_planes_3x3s2_tall(const dw_call *a, long p0, long p1)
-{
-    dw_planes_blocked(a, p0, p1, 3, 3, 2, DW_R_TALL, DW_U);
-}
 #else
 #define dw_planes_3x3s1_tall dw_planes_3x3s1
-#define dw_planes_3x3s2_tall dw_planes_3x3s2
 #endif
 
-/* Small planes, stride 1, "same" size (OH == H, OW == W: 2 * pad = dilate * (k - 1)), rows too narrow for
- * the vectors (OW <= VL / 2: the row path would leave more than half the lanes idle). The plane is one flat
- * array: output q = oh * W + ow reads input q + (kh * dh - ph) * W + kw * dw - pw under tap (kh, kw), so the
- * vectors run over q across row ends (7x7: 4 vectors instead of 7), and a mask per (vector, tap), computed
- * once per call, keeps the lanes whose input is inside the image. DW_FLAT_GROUP vectors at a time: that
- * many FMA chains. */
+/* Small planes, rows too narrow for the vectors (OW <= VL / 2: the row path would leave more than half the
+ * lanes idle). The output plane is one flat array, q = oh * OW + ow, and so is each source plane the taps
+ * read, with the output's row pitch, so that tap t reads source q + off[t] and the vectors run over q across
+ * row ends (7x7: 4 vectors instead of 7); a mask per (vector, tap), computed once per call, keeps the lanes
+ * whose input is inside the image. DW_FLAT_GROUP vectors at a time: that many FMA chains.
+ *   stride 1, "same" size (OH == H, OW == W: 2 * pad = dilate * (k - 1)): the source is the input plane,
+ *     off = (kh * dh - ph) * W + kw * dw - pw.
+ *   stride 2, odd kernel, pad (k - 1) / 2, no dilation (OH = ceil(H / 2), OW = ceil(W / 2)): the input plane
+ *     deinterleaved into its four phases (row parity, column parity), each OH x OW, phase (a, b) element
+ *     (i, j) = input (2i + a, 2j + b); tap (kh, kw) reads phase ((kh - ph) mod 2, (kw - pw) mod 2) at
+ *     (oh + floor((kh - ph) / 2), ow + floor((kw - pw) / 2)). 512x14x14 s2 3x3 (7x7 out, 4 vectors
+ *     instead of 7 of 7 lanes): 35.3 -> 30.7 us, 1 thread. */
 #define DW_FLAT_GROUP 4
 #define DW_FLAT_VECS 8
 #define DW_FLAT_TAPS 25
 
 static int dw_flat_fits(const mxcc_conv_geom *g)
 {
-    const int OH = g->out[1], OW = g->out[2];
-    return g->stride[1] == 1 && g->stride[2] == 1 && OH == g->in[1] && OW == g->in[2] && OW <= VL / 2 &&
-           (OH * OW + VL - 1) / VL <= DW_FLAT_VECS && g->k[1] * g->k[2] <= DW_FLAT_TAPS &&
-           2 * g->pad[1] == g->dilate[1] * (g->k[1] - 1) && 2 * g->pad[2] == g->dilate[2] * (g->k[2] - 1);
+    const int H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2];
+    if (OW > VL / 2 || (OH * OW + VL - 1) / VL > DW_FLAT_VECS || g->k[1] * g->k[2] > DW_FLAT_TAPS)
+        return 0;
+    if (g->stride[1] == 1 && g->stride[2] == 1)
+        return OH == H && OW == W && 2 * g->pad[1] == g->dilate[1] * (g->k[1] - 1) &&
+               2 * g->pad[2] == g->dilate[2] * (g->k[2] - 1);
+    /* stride 2 only from 3 vectors on: below, deinterleaving costs more than the idle lanes (64x8x8 s2:
+     * 2.7 us flat vs 2.4 by rows) */
+    return (OH * OW + VL - 1) / VL >= 3 && g->stride[1] == 2 && g->stride[2] == 2 && g->dilate[1] == 1 &&
+           g->dilate[2] == 1 && g->k[1] % 2 && g->k[2] % 2 && 2 * g->pad[1] == g->k[1] - 1 &&
+           2 * g->pad[2] == g->k[2] - 1 && OH == (H + 1) / 2 && OW == (W + 1) / 2;
 }
 
-/* The masks and offsets of dw_planes_flat for g: vectors rounded up to whole groups (the extra ones have
- * empty masks, so they load and store nothing). */
+/* Vectors per plane of n outputs: 1, 2, or whole groups of DW_FLAT_GROUP */
+static inline int dw_flat_vecs(int n)
+{
+    const int v = (n + VL - 1) / VL;
+    return v <= 2 ? v : (v + DW_FLAT_GROUP - 1) / DW_FLAT_GROUP * DW_FLAT_GROUP;
+}
+
+/* The distance between the phase planes of a stride-2 flat plane (dw_phases): OH * OW and room for the
+ * half-vector stores past the last row */
+static inline long dw_phase_pitch(int OH, int OW) { return (long)OH * OW + VL / 2; }
+
+static inline int floor_div2(int v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); }
+
+/* The masks and offsets of dw_planes_flat for g (stride 2: from the first phase, so that the offset picks
+ * the phase too): vectors rounded up to whole groups (the extra ones have empty masks, so they load and
+ * store nothing). */
 static int dw_flat_tables(const mxcc_conv_geom *g, vm *mask, long *off)
 {
-    const int H = g->in[1], W = g->in[2], n = H * W, KH = g->k[1], KW = g->k[2], taps = KH * KW;
-    const int vecs = ((n + VL - 1) / VL + DW_FLAT_GROUP - 1) / DW_FLAT_GROUP * DW_FLAT_GROUP;
+    const int H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2], n = OH * OW;
+    const int KH = g->k[1], KW = g->k[2], taps = KH * KW, s2 = g->stride[2] == 2;
+    const int vecs = dw_flat_vecs(n);
     for (int t = 0; t < taps; t++) {
-        const int dh = t / KW * g->dilate[1] - g->pad[1], dw = t % KW * g->dilate[2] - g->pad[2];
-        off[t] = (long)dh * W + dw;
+        /* tap t reads source element (oh + dr, ow + dc) of a source plane with rows of OW, valid below
+         * (rows, cols); its input position is (s * (oh + dr) + a, s * (ow + dc) + b) */
+        const int eh = t / KW * g->dilate[1] - g->pad[1], ew = t % KW * g->dilate[2] - g->pad[2];
+        const int dr = s2 ? floor_div2(eh) : eh, dc = s2 ? floor_div2(ew) : ew;
+        const int ra = s2 ? eh - 2 * dr : 0, cb = s2 ? ew - 2 * dc : 0;
+        off[t] = (2 * ra + cb) * dw_phase_pitch(OH, OW) + (long)dr * OW + dc;
         for (int v = 0; v < vecs; v++) {
             unsigned bits = 0;
             for (int l = 0; l < VL; l++) {
-                const int q = v * VL + l, ih = q / W + dh, iw = q % W + dw;
-                if (q < n && ih >= 0 && ih < H && iw >= 0 && iw < W)
+                const int q = v * VL + l, r = q / OW + dr, c = q % OW + dc;
+                const int ih = s2 ? 2 * r + ra : r, iw = s2 ? 2 * c + cb : c;
+                if (q < n && r >= 0 && r < OH && c >= 0 && c < OW && ih < H && iw < W)
                     bits |= 1u << l;
             }
             mask[v * taps + t] = v_mask_bits(bits);
@@ -655,37 +728,74 @@ static int dw_flat_tables(const mxcc_conv_geom *g, vm *mask, long *off)
     return vecs;
 }
 
-static void dw_planes_flat(const dw_call *a, long p0, long p1)
+/* The four phases of an (H, W) plane, W <= VL, as dw_planes_flat reads them: ph + (2a + b) * pitch is
+ * phase (a, b), (OH, OW), element (i, j) = x[2i + a][2j + b]. One vector per input row: its even columns to
+ * lanes 0.., its odd ones to lanes VL/2.. (one permute), each half stored whole (VL/2 >= OW elements; rows
+ * in increasing order, so the next row overwrites the extra ones, and the pitch leaves room after the last
+ * row). Unmasked half stores instead of two masked ones: 512x14x14 s2 30.7 -> 25.4 us. Rows past the last
+ * image row are not written (the masks never read them). */
+static void dw_phases(const float *x, int H, int W, int OH, int OW, float *ph)
+{
+    const vm row = v_lanes(0, W);
+    const long pitch = dw_phase_pitch(OH, OW);
+    for (int ih = 0; ih < H; ih++) {
+        const vf v = v_split_even_odd(v_load_m(x + (long)ih * W, row));
+        float *dst = ph + (ih % 2) * 2 * pitch + (long)(ih / 2) * OW;   /* phase (ih % 2, 0), row ih / 2 */
+        v_store_halves(dst, dst + pitch, v);
+    }
+}
+
+/* TAPS: the kernel's taps, a compile-time constant for 3x3 (the tap loop unrolls), else 0: taps of the call.
+ * G: vectors at a time, DW_FLAT_GROUP, or 1 or 2 when the plane has no more (a 4x4 plane: one vector) */
+DW_INLINE void dw_planes_flat_k(const dw_call *a, long p0, long p1, const int TAPS, const int G)
 {
     dw_plane pl = a->base, *p = &pl;
-    const int taps = a->g->k[1] * a->g->k[2], n = p->OH * p->OW;
+    const int taps = TAPS ? TAPS : a->g->k[1] * a->g->k[2], n = p->OH * p->OW;
+    float phases[4 * (DW_FLAT_VECS * VL + VL / 2)];   /* 4 x (OH, OW) and slack: dw_phase_pitch */
+    const long *off = a->flat_off;
+    const vm *mask = a->flat_mask;
     for (long i = p0; i < p1; i++) {
         dw_plane_at(p, a, i);
-        for (int v0 = 0; v0 < a->flat_vecs; v0 += DW_FLAT_GROUP) {
+        const float *src = p->x;   /* (OH, OW) the plane the offsets start from: the input or its phases */
+        if (a->flat_s2) {
+            dw_phases(p->x, p->H, p->W, p->OH, p->OW, phases);
+            src = phases;
+        }
+        for (int v0 = 0; v0 < a->flat_vecs; v0 += G) {
             vf acc[DW_FLAT_GROUP];
-            for (int v = 0; v < DW_FLAT_GROUP; v++)
+            for (int v = 0; v < G; v++)
                 acc[v] = v_zero();
+#pragma GCC unroll 9
             for (int t = 0; t < taps; t++) {
                 const vf wt = v_set1(p->w[t]);
-                const float *xt = p->x + a->flat_off[t] + v0 * VL;   /* may point before the plane: masked */
-                for (int v = 0; v < DW_FLAT_GROUP; v++)
-                    acc[v] = v_fma(wt, v_load_m(xt + v * VL, a->flat_mask[(v0 + v) * taps + t]), acc[v]);
+                const float *xt = src + off[t] + v0 * VL;   /* may point before the source plane: masked */
+                for (int v = 0; v < G; v++)
+                    acc[v] = v_fma(wt, v_load_m(xt + v * VL, mask[(v0 + v) * taps + t]), acc[v]);
             }
             vm sm[DW_FLAT_GROUP];
-            for (int v = 0; v < DW_FLAT_GROUP; v++)
+            for (int v = 0; v < G; v++)
                 sm[v] = v_lanes(0, n - (v0 + v) * VL);
-            dw_affine(p, acc, DW_FLAT_GROUP);
+            dw_affine(p, acc, G);
             if (p->res)
-                for (int v = 0; v < DW_FLAT_GROUP; v++)
+                for (int v = 0; v < G; v++)
                     acc[v] = v_add(acc[v], v_load_m(p->res + (v0 + v) * VL, sm[v]));
-            dw_act(p, acc, DW_FLAT_GROUP);
-            for (int v = 0; v < DW_FLAT_GROUP; v++)
+            dw_act(p, acc, G);
+            for (int v = 0; v < G; v++)
                 v_store_m(p->y + (v0 + v) * VL, acc[v], sm[v]);
         }
         if (a->act_after)
             activate(a->ep, p->y, (long)n);
     }
 }
+
+static void dw_planes_flat(const dw_call *a, long p0, long p1) { dw_planes_flat_k(a, p0, p1, 0, DW_FLAT_GROUP); }
+static void dw_planes_flat_1(const dw_call *a, long p0, long p1) { dw_planes_flat_k(a, p0, p1, 0, 1); }
+static void dw_planes_flat_3x3(const dw_call *a, long p0, long p1)
+{
+    dw_planes_flat_k(a, p0, p1, 9, DW_FLAT_GROUP);
+}
+static void dw_planes_flat_3x3_1(const dw_call *a, long p0, long p1) { dw_planes_flat_k(a, p0, p1, 9, 1); }
+static void dw_planes_flat_3x3_2(const dw_call *a, long p0, long p1) { dw_planes_flat_k(a, p0, p1, 9, 2); }
 
 /* Any other geometry with column stride 1 or 2 (other kernel sizes, dilation, unequal strides): one output
  * row and one masked vector at a time, the taps in loops. */
@@ -758,14 +868,17 @@ void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x,
         void (*planes_fn)(const dw_call *, long, long) =
             !sq ? dw_planes_any
             : KH == 3 ? (s == 1 ? (tall ? dw_planes_3x3s1_tall : dw_planes_3x3s1)
-                                : (tall ? dw_planes_3x3s2_tall : dw_planes_3x3s2))
+                                : dw_planes_3x3s2)
             : KH == 5 ? (s == 1 ? dw_planes_5x5s1 : dw_planes_5x5s2) : dw_planes_any;
         vm flat_mask[DW_FLAT_VECS * DW_FLAT_TAPS];
         long flat_off[DW_FLAT_TAPS];
         if (dw_flat_fits(g)) {
             a.flat_vecs = dw_flat_tables(g, flat_mask, flat_off);
             a.flat_mask = flat_mask, a.flat_off = flat_off;
-            planes_fn = dw_planes_flat;
+            a.flat_s2 = s == 2;
+            planes_fn = KH * KW != 9 ? (a.flat_vecs <= 2 ? dw_planes_flat_1 : dw_planes_flat)
+                        : a.flat_vecs == 1 ? dw_planes_flat_3x3_1 : a.flat_vecs == 2 ? dw_planes_flat_3x3_2
+                        : dw_planes_flat_3x3;
         }
         /* the planes split over the threads in equal ranges, as schedule(static) would */
 #pragma omp parallel if (parallel)

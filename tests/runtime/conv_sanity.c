@@ -103,12 +103,14 @@ static int check_depthwise(unsigned long long *s, const mxcc_conv_geom *gp)
 }
 
 /* A geometry of the depthwise kernel's specialized paths: square 1x1 / 3x3 / 5x5 kernels, equal strides 1
- * or 2, no dilation, widths across the vector widths (1..40), a few rows. */
+ * or 2, no dilation, widths across the vector widths (1..40), up to 24 rows; half of them "same" padding
+ * (the flat path's planes, stride 1 or 2). */
 static mxcc_conv_geom random_dw_geom(unsigned long long *s)
 {
-    mxcc_conv_geom g = {.channels = rand_int(s, 1, 3), .in = {1, rand_int(s, 1, 12), rand_int(s, 1, 40)},
+    mxcc_conv_geom g = {.channels = rand_int(s, 1, 3), .in = {1, rand_int(s, 1, 24), rand_int(s, 1, 40)},
                         .k = {1, 0, 0}, .stride = {1, 0, 0}, .pad = {0, 0, 0}, .dilate = {1, 1, 1}};
-    const int k = 2 * rand_int(s, 0, 2) + 1, st = rand_int(s, 1, 2), p = rand_int(s, 0, 2);
+    const int k = 2 * rand_int(s, 0, 2) + 1, st = rand_int(s, 1, 2);
+    const int p = rand_int(s, 0, 1) ? (k - 1) / 2 : rand_int(s, 0, 2);
     g.k[1] = g.k[2] = k;
     g.stride[1] = g.stride[2] = st;
     g.pad[1] = g.pad[2] = p;

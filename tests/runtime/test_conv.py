@@ -283,10 +283,11 @@ def test_conv_runtime_under_address_and_undefined_sanitizers(tmp_path, march, pr
 # The depthwise kernel's paths by geometry (runtime_c/conv/conv2d_f32.c): the register-blocked rows for
 # square 3x3 / 5x5 kernels with equal strides 1 or 2 (unmasked blocks in the middle of wide rows, masked
 # vectors at the edges and for narrow rows, blocks of rows that run past the output's last row), the flat
-# path for small same-size stride-1 planes, the generic vector path for everything else (1x1, dilation,
-# unequal strides), the portable plane for strides > 2. Widths 1..20 cross every vector-width boundary of
-# both vector ISAs (16 and 8 lanes); 33..40 and 70 add unmasked blocks. Every activation and epilogue part
-# is cycled through the geometries; the oracle is the reference twin (and numpy for a sample).
+# path for small same-size stride-1 planes and small stride-2 planes (read as their four phases), the
+# generic vector path for everything else (1x1, dilation, unequal strides), the portable plane for strides
+# > 2. Widths 1..20 cross every vector-width boundary of both vector ISAs (16 and 8 lanes); 33..40 and 70
+# add unmasked blocks. Every activation and epilogue part is cycled through the geometries; the oracle is
+# the reference twin (and numpy for a sample).
 DW_ACTS = ["NONE", "RELU", "SIGMOID", "TANH", "SOFTRELU", "SOFTSIGN", "LEAKY", "CLIP"]
 DW_PARTS = [(), ("scale",), ("shift",), ("bias",), ("scale", "shift"), ("scale", "shift", "bias"), ("bias", "residual"),
             ("scale", "shift", "residual")]
@@ -304,6 +305,11 @@ def _dw_matrix():
     # the flat path's planes and their non-flat neighbours; dilation; unequal strides; stride 3
     out += [(3, (n, n), (3, 3), (1, 1), (1, 1), (1, 1)) for n in (2, 3, 7, 8, 9, 11)]
     out += [(2, (n, n), (5, 5), (1, 1), (2, 2), (1, 1)) for n in (4, 7, 8)]
+    # the flat path's stride-2 planes (phases): square and odd sizes, tall planes, 5x5; AVX2's (OW <= 4) too
+    out += [(3, (n, n), (3, 3), (2, 2), (1, 1), (1, 1)) for n in (12, 13, 14, 15, 16)]
+    out += [(2, (27, 13), (3, 3), (2, 2), (1, 1), (1, 1)), (2, (31, 14), (3, 3), (2, 2), (1, 1), (1, 1)),
+            (2, (11, 7), (3, 3), (2, 2), (1, 1), (1, 1)), (2, (15, 8), (3, 3), (2, 2), (1, 1), (1, 1)),
+            (2, (14, 14), (5, 5), (2, 2), (2, 2), (1, 1)), (2, (13, 11), (5, 5), (2, 2), (2, 2), (1, 1))]
     out += [(2, (6, 6), (3, 3), (1, 1), (2, 2), (2, 2)), (2, (9, 30), (3, 3), (2, 2), (2, 2), (2, 2)),
             (2, (9, 21), (3, 3), (1, 2), (1, 1), (1, 1)), (2, (8, 19), (3, 3), (2, 1), (1, 1), (1, 1)),
             (2, (7, 17), (3, 5), (1, 1), (1, 2), (1, 1)), (2, (9, 25), (3, 3), (3, 3), (1, 1), (1, 1))]
@@ -373,3 +379,23 @@ def test_depthwise_edge_matrix_against_numpy(conv, threads):
         lib.mxcc_conv_depthwise_f32(g, batch, _f(ffi, x), _f(ffi, w), ep, _f(ffi, got), 1)
         scale = max(float(np.max(np.abs(ref))), 1.0)
         assert np.max(np.abs(got - ref)) <= 1e-6 * np.sqrt(np.prod(k)) * 4 * scale, (geo, act, parts)
+
+
+def test_depthwise_bits_do_not_depend_on_threads(conv):
+    """The planes split over the threads, each computed the same way: 1 and 2 threads give the same bits on
+    every geometry of DW_MATRIX (its epilogues included)."""
+    ffi, lib = conv
+    before = lib.omp_get_max_threads()
+    try:
+        rng = np.random.default_rng(13)
+        for i, geo in enumerate(DW_MATRIX):
+            g, out, act, parts, batch, x, w, _, _, ep, _keep = _dw_case(ffi, lib, geo, i, rng)
+            got = []
+            for t in (1, 2):
+                lib.omp_set_num_threads(t)
+                y = np.full(batch * geo[0] * int(np.prod(out)), np.nan, np.float32)
+                lib.mxcc_conv_depthwise_f32(g, batch, _f(ffi, x), _f(ffi, w), ep, _f(ffi, y), 1)
+                got.append(y)
+            np.testing.assert_array_equal(got[0], got[1], err_msg=str((geo, act, parts)))
+    finally:
+        lib.omp_set_num_threads(before)
