@@ -34,8 +34,9 @@ def _cdef() -> str:
     conv = (RUNTIME / "conv" / "mxcc_conv.h").read_text()
     conv = re.sub(r"/\*.*?\*/", "", conv, flags=re.S)
     conv = re.sub(r"static inline.*?\n\}\n", "", conv, flags=re.S)
-    # the packed-weight convolution links the GEMM: tests/runtime/test_conv_packed.py builds and tests it
-    conv = re.sub(r"\n[^\n;]*mxcc_conv_(?:packed|direct)\w*\([^;]*;", "", conv)
+    # the packed-weight, direct and pointwise convolutions link the GEMM or have their own tests (test_conv_packed.py,
+    # test_conv_direct.py, test_conv1x1.py)
+    conv = re.sub(r"\n[^\n;]*mxcc_conv(?:_packed|_direct|1x1)\w*\([^;]*;", "", conv)
     decls = [ln for ln in conv.splitlines() if ln.strip() and not ln.lstrip().startswith("#")
              and "extern" not in ln and ln.strip() != "}"]
     return "\n".join(types) + "\n" + "\n".join(decls) + "\nvoid omp_set_num_threads(int);\nint omp_get_max_threads(void);\n"
