@@ -4,8 +4,8 @@
  *
  * Output channels are the rows of the register tile (MR of them), pixels its columns (NR = NV vectors):
  * each tile row is a run of NR consecutive pixels of one channel plane, so the tile is stored into y as it
- * is (masked at the image's last pixels): no transposed store, unlike mxcc_conv_packed_f32 (pixels as rows),
- * whose 16x16 register transposes cost MobileNet's wide layers (32->64@112: 972 us against ORT's 602).
+ * is (masked at the image's last pixels): no transposed store as in mxcc_conv_packed_f32 (pixels as rows), no
+ * packing of the image per call as in the gemm path (MobileNet's 32->64@112 took 972 us there, ORT 602).
  *
  *   W  packed once at bind time by mxcc_conv1x1_pack_w_f32: ceil(O / MR) panels (C, MR), rows past O zero;
  *      each k step broadcasts MR weights of one panel row.
