@@ -12,8 +12,8 @@ An ANCHOR: the GEMM epilogue adds the bias per output channel (a row of the GEMM
   winograd   2-D 3x3, stride 1, dilation 1, one group, a weight fixed at bind time, and enough output tiles
              (WINOGRAD_MIN_PIXELS or WINOGRAD_MIN_BATCH): Winograd F(4x4, 3x3) (runtime_c/conv/winograd_f32.c), the weight transformed
              once by <net>_prepare; 4x fewer multiplies, float32 error ~1e-6..3e-6 of sum |w||x| (10x direct's)
-  pointwise  1x1, stride 1, pad 0, one group, a weight fixed at bind time and POINTWISE_MIN_PIXELS pixels per
-             image: tiles of output channels x pixels written straight into NCHW (runtime_c/conv/conv1x1_f32.c),
+  pointwise  1x1, stride 1, pad 0, one group, a weight fixed at bind time and POINTWISE_MIN_PIXELS (7x7) pixels
+             per image: tiles of output channels x pixels written straight into NCHW (runtime_c/conv/conv1x1_f32.c),
              the weight packed once by <net>_prepare
   packed     one group and a weight fixed at bind time (inference): the weight is packed once by <net>_prepare
              and the whole batch is one GEMM with output pixels as rows, gathered straight into the GEMM's
@@ -60,12 +60,12 @@ WINOGRAD_MIN_PIXELS = 14 * 14
 # wins from 512->512@14 on. The gemm path (the image is its own column matrix) keeps K <= this.
 PACKED_MIN_K_1X1 = 64
 WINOGRAD_MIN_BATCH = 16
-# The pointwise kernel's tile is 32 pixels wide (AVX-512): small images waste lanes in their last tile
-# (7x7: 64 lanes for 49 pixels) where the packed path (14-pixel rows) wastes less. benchmarks/conv1x1.py
-# --threads 1 --rounds 3, MobileNet at batch 1, ORT time / pointwise vs / packed: 32->64@112 1.09 vs 0.67,
-# 64->128@56 1.03 vs 0.77, 128->128@56 1.01 vs 0.83, 256->256@28 1.02 vs 0.93, 256->512@14 0.96 vs 0.96,
-# 512->512@14 0.95 vs 0.99, 1024->1024@7 0.81 vs 0.90: pointwise from 28x28 up.
-POINTWISE_MIN_PIXELS = 16 * 16
+# The pointwise kernel against the packed path, benchmarks/conv1x1.py --threads 1 --rounds 3, MobileNet at
+# batch 1, ORT time / pointwise vs / packed: 32->64@112 1.09 vs 0.67, 64->128@56 1.03 vs 0.77, 128->128@56
+# 1.01 vs 0.83, 256->256@28 1.02 vs 0.93; with its column tiles for a panel's last pixels: 256->512@14 1.08
+# vs 1.00, 512->512@14 1.07 vs 1.01, 512->1024@7 0.97 vs 0.89, 1024->1024@7 0.99 vs 0.89. Smaller images
+# were not measured: they stay on the packed path (or gemm).
+POINTWISE_MIN_PIXELS = 7 * 7
 # Layers with few input channels go to the direct kernel: the packed path gathers K = C*KH*KW taps per pixel
 # into panels and stores its tile transposed, too much work per multiply-add when K is small. Packed time /
 # direct time (1 thread; `benchmarks/conv_direct.py --threads 1` for the first layers, a C driver for the

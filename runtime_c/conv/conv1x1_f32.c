@@ -4,8 +4,8 @@
  *
  * Output channels are the rows of the register tile (MR of them), pixels its columns (NR = NV vectors):
  * each tile row is a run of NR consecutive pixels of one channel plane, so the tile is stored into y as it
- * is (masked at the image's last pixels): no transposed store, unlike mxcc_conv_packed_f32 (pixels as rows),
- * whose 16x16 register transposes cost MobileNet's wide layers (32->64@112: 972 us against ORT's 602).
+ * is (masked at the image's last pixels): no transposed store as in mxcc_conv_packed_f32 (pixels as rows), no
+ * packing of the image per call as in the gemm path (MobileNet's 32->64@112 took 972 us there, ORT 602).
  *
  *   W  packed once at bind time by mxcc_conv1x1_pack_w_f32: ceil(O / MR) panels (C, MR), rows past O zero;
  *      each k step broadcasts MR weights of one panel row.
@@ -14,8 +14,8 @@
  *      floats apart, C pages per tile; reading in place was not measured).
  *
  * Tile: AVX-512 12 channels x 32 pixels (24 zmm accumulators), AVX2+FMA 6 x 16 (12 ymm), plain C 4 x 16.
- * A pixel panel with at most NR/2 valid pixels runs with one vector per row instead of two (AVX-512: at most
- * 8 with one 8-lane vector).
+ * A panel's last pixels (fewer than NR) run as row tiles of one vector per row (AVX-512: 16 or 8 lanes) while
+ * more than COL_MAX are left, then as column tiles (one vector of output channels per pixel).
  * Loop nest per thread: block of pixel panels (packed once, PW_BLOCK_FLOATS) -> weight panel (C x MR, from
  * L1/L2) -> pixel panel -> tile over all C, epilogue on the accumulators, store.
  *
@@ -288,9 +288,8 @@ static inline void tile(int mr, int nv, long C, const float *restrict wp, const 
 }
 #endif
 
-/* The instances: every height MR_STEP, 2*MR_STEP, .., MR, in every width class: one 8-lane vector (a
- * panel's last <= 8 pixels), then on AVX-512 one and two 16-lane vectors, on AVX2 two 8-lane vectors.
- * 14x14 images (196 = 6 x 32 + 4 pixels) run 200 lanes instead of 208 with the 8-lane class. */
+/* The instances: every height MR_STEP, 2*MR_STEP, .., MR, in every width class: one 8-lane vector, then on
+ * AVX-512 one and two 16-lane vectors, on AVX2 two 8-lane vectors. */
 typedef void tile_fn(long C, const float *wp, const float *bp, int m, int n, float *y, long ldy, const tile_ep *e);
 #define TILE_FN(kernel, name, mr, nv) \
     static __attribute__((noinline)) void name(long C, const float *wp, const float *bp, int m, int n, float *y, \
@@ -318,11 +317,101 @@ TILE_FN(tile, t4h, 4, 1) TILE_FN(tile, t4f, 4, 2)
 static tile_fn *const TILES[][WIDTHS] = {{t4h, t4f}};
 #endif
 
-/* The narrowest width class that holds np pixels. */
-static inline int width_class(int np)
+/* ---- column tiles: a panel's last few pixels ------------------------------------------------------------------
+ * Up to COL_MAX pixels, each one vector of the MR output channels (the weight panel's row c is MR contiguous
+ * floats) times the pixel's value broadcast: 1 FMA per pixel and channel, where the narrowest row tile costs 6
+ * (AVX-512: 12 rows x one 8-lane vector = 6 zmm-equivalents). 7x7 images: 49 = 32 + 16 + 1 pixels run as 37
+ * FMAs per channel and weight panel, not the 48 of 64 lanes; 14x14: 196 = 6 x 32 + 4. The sums run over c in
+ * the same order as in the row tiles, so a pixel's bits do not depend on the kind of tile it falls in. */
+#define COL_MAX 5
+
+static inline float act_scalar(const tile_ep *e, float a)
 {
-    if (WIDTHS == 3 && np <= 8) return 0;
-    return WIDTHS - (np > NR / 2 ? 1 : 2);
+    switch (e->act) {
+    case MXCC_ACT_RELU: return a > 0.0f ? a : 0.0f;
+    case MXCC_ACT_LEAKY: return a > 0.0f ? a : e->alpha * a;
+    case MXCC_ACT_CLIP: return a < e->lo ? e->lo : (a > e->hi ? e->hi : a);
+    default: return a;
+    }
+}
+
+static inline __attribute__((always_inline)) void cols(int t, long C, const float *restrict wp,
+                                                       const float *restrict bp, int m, float *restrict y,
+                                                       long ldy, const tile_ep *e)
+{
+    float acc[COL_MAX][16];   /* acc[j][r]: pixel j, channel r */
+#if defined(__AVX512F__)
+    const __mmask16 rows = (__mmask16)((1u << MR) - 1);
+    __m512 a[COL_MAX];
+    for (int j = 0; j < t; j++) a[j] = _mm512_setzero_ps();
+    for (long c = 0; c < C; c++) {
+        const __m512 w = _mm512_maskz_loadu_ps(rows, wp + c * MR);
+        for (int j = 0; j < t; j++) a[j] = _mm512_fmadd_ps(w, _mm512_set1_ps(bp[c * NR + j]), a[j]);
+    }
+    for (int j = 0; j < t; j++) _mm512_storeu_ps(acc[j], a[j]);
+#elif defined(__AVX2__) && defined(__FMA__)
+    const __m256i rows = _mm256_cmpgt_epi32(_mm256_set1_epi32(MR), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256 a[COL_MAX];
+    for (int j = 0; j < t; j++) a[j] = _mm256_setzero_ps();
+    for (long c = 0; c < C; c++) {
+        const __m256 w = _mm256_maskload_ps(wp + c * MR, rows);
+        for (int j = 0; j < t; j++) a[j] = _mm256_fmadd_ps(w, _mm256_set1_ps(bp[c * NR + j]), a[j]);
+    }
+    for (int j = 0; j < t; j++) _mm256_storeu_ps(acc[j], a[j]);
+#else
+    for (int j = 0; j < t; j++)
+        for (int r = 0; r < MR; r++) acc[j][r] = 0.0f;
+    for (long c = 0; c < C; c++)
+        for (int j = 0; j < t; j++)
+            for (int r = 0; r < MR; r++) acc[j][r] += wp[c * MR + r] * bp[c * NR + j];
+#endif
+    for (int r = 0; r < m; r++)
+        for (int j = 0; j < t; j++) {
+            float v = acc[j][r];
+            if (e->scale) v *= e->scale[r];
+            if (e->shift) v += e->shift[r];
+            if (e->bias) v += e->bias[r];
+            if (e->res) v += e->res[r * e->ld + j];
+            y[r * ldy + j] = act_scalar(e, v);
+        }
+}
+
+#define COLS_FN(t) \
+    static __attribute__((noinline)) void cols_##t(long C, const float *wp, const float *bp, int m, int n, float *y, \
+                                                   long ldy, const tile_ep *e) \
+    { (void)n; cols(t, C, wp, bp, m, y, ldy, e); }
+COLS_FN(1) COLS_FN(2) COLS_FN(3) COLS_FN(4) COLS_FN(5)
+static tile_fn *const COLS[COL_MAX + 1] = {0, cols_1, cols_2, cols_3, cols_4, cols_5};
+
+/* One weight panel (rows [o0, o0 + m)) over one pixel panel of np pixels: a full tile, or for a panel's last
+ * pixels row tiles of 16 / 8 pixels (the narrowest that fit, AVX2: 8) while more than COL_MAX are left,
+ * then column tiles. */
+static void panel(long C, const float *w, const float *bp, int m, int np, float *y, long ldy, const tile_ep *e0)
+{
+    tile_fn *const *row = TILES[(m - 1) / MR_STEP];
+    if (np == NR) {
+        row[WIDTHS - 1](C, w, bp, m, np, y, ldy, e0);
+        return;
+    }
+    tile_ep e = *e0;
+    for (int j = 0; j < np;) {
+        const int left = np - j;
+        int take;
+        tile_fn *fn;
+        if (left <= COL_MAX) {
+            take = left;
+            fn = COLS[left];
+        } else if (WIDTHS == 3 && left >= 16) {   /* AVX-512: one 16-lane vector per row */
+            take = 16;
+            fn = row[1];
+        } else {                                   /* one 8-lane vector per row */
+            take = left < 8 ? left : 8;
+            fn = row[0];
+        }
+        e.res = e0->res ? e0->res + j : NULL;
+        fn(C, w, bp + j, m, take, y + j, ldy, &e);
+        j += take;
+    }
 }
 
 /* ---- driver ------------------------------------------------------------------------------------------------ */
@@ -371,7 +460,7 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
                     e.bias = ep->bias ? ep->bias + o0 : NULL;
                     e.res = ep->residual ? ep->residual + (n * pb->O + o0) * (long)ep->ld_residual + p0 : NULL;
                 }
-                TILES[(m - 1) / MR_STEP][width_class(np)](C, w, bp + j * C * NR, m, np, y, P, &e);
+                panel(C, w, bp + j * C * NR, m, np, y, P, &e);
                 if (ep && !act_in_registers(ep->act)) {   /* sigmoid, tanh, ...: on the stored tile */
                     mxcc_epilogue act = {0};
                     act.act = ep->act;

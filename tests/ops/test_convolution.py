@@ -17,6 +17,7 @@ import pytest
 import mxcc
 from mxcc import sym
 from mxcc.errors import AttrError, ShapeError
+from mxcc.ops.convolution import POINTWISE_MIN_PIXELS
 from mxcc_testing import DATA, needs_gcc, rel_err
 
 # name -> (input, attrs, activation or None, path the lowering must choose); RESIDUAL: + another tensor
@@ -195,7 +196,11 @@ def _check_paths(c_text: str, packed: bool):
     for name, (_, at, act, path) in CASES.items():
         body = bodies[name]
         wide = SHAPES[CASES[name][0]][0] > 64
-        if packed and path != "depthwise" and at.get("num_group", 1) == 1 and (path != "gemm" or wide):
+        pixels = int(np.prod(SHAPES[CASES[name][0]][1:]))   # 1x1 stride 1: the output's too
+        if packed and path == "gemm" and at.get("num_group", 1) == 1 and pixels >= POINTWISE_MIN_PIXELS:
+            path = "pointwise"
+        if packed and path != "depthwise" and at.get("num_group", 1) == 1 and (path != "gemm" or wide) \
+                and path != "pointwise":
             few = SHAPES[CASES[name][0]][0] <= 20 and len(at["kernel"]) <= 2 and path != "gemm"
             path = "winograd" if name.startswith("w3") else "direct" if few else "packed"
         assert ("mxcc_conv_depthwise_f32(" in body) == (path == "depthwise"), name
@@ -204,11 +209,13 @@ def _check_paths(c_text: str, packed: bool):
         assert ("mxcc_conv_packed_f32(" in body) == (path == "packed"), name
         assert ("mxcc_winograd_f43_f32(" in body) == (path == "winograd"), name
         assert ("mxcc_conv_direct_f32(" in body) == (path == "direct"), name
-        assert (f"net_{name}_pack_weight(ctx)" in c_text) == (path in ("packed", "winograd", "direct")), name
+        assert ("mxcc_conv1x1_f32(" in body) == (path == "pointwise"), name
+        transformed = ("packed", "winograd", "direct", "pointwise")    # weights prepared at bind time
+        assert (f"net_{name}_pack_weight(ctx)" in c_text) == (path in transformed), name
         if act:
             assert f"MXCC_ACT_{act.upper()}" in body and f"{name}_act" not in bodies, name
         per_image = ".residual = residual + (long)n * " in body
-        assert per_image == (name in RESIDUAL and path not in ("packed", "winograd", "direct")), name
+        assert per_image == (name in RESIDUAL and path not in transformed), name
         assert (".residual = residual" in body) == (name in RESIDUAL), name
 
 
