@@ -40,12 +40,12 @@ static void conv_naive(const mxcc_conv_geom *g, int O, const float *x, const flo
             }
 }
 
-/* A random 1-D or 2-D geometry with 1..4 channels whose output is non-empty. */
+/* A random 1-D or 2-D geometry with 1..20 channels (mostly 1..4) whose output is non-empty. */
 static mxcc_conv_geom random_geom(unsigned long long *s, int nsp)
 {
     mxcc_conv_geom g;
     for (;;) {
-        g.channels = rand_int(s, 1, 4);
+        g.channels = rand_int(s, 0, 3) ? rand_int(s, 1, 4) : rand_int(s, 5, 20);   /* first layers, some wider */
         int ok = 1;
         for (int i = 0; i < 3; i++) {
             const int used = i >= 3 - nsp;

@@ -1,5 +1,5 @@
 """runtime_c/conv/conv_direct_f32.c: the direct convolution for few input channels, against a float64 numpy
-convolution (im2col in numpy, then a matrix product and the epilogue), on an edge matrix (C_in 1..4, kernels
+convolution (im2col in numpy, then a matrix product and the epilogue), on an edge matrix (C_in 1..4, 16, 20, kernels
 1..7, stride 1..3, pad 0..3, dilation, widths that are not multiples of the vector, 1-pixel outputs, 1-D,
 batch 1 and 3, channel counts that do not fill the register tile), every epilogue part, 1 vs 2 threads
 (identical bits), the native / haswell / x86-64 builds (each ISA's vector width and register tile), the
@@ -155,6 +155,8 @@ GEOMETRIES = [
     (2, 3, (41,), (5,), (2,), (2,), (1,), 16),                # 1-D
     (1, 4, (70, 8), (3, 3), (1, 1), (1, 1), (1, 1), 24),      # tall: many row blocks
     (1, 2, (6, 130), (4, 6), (3, 2), (2, 3), (1, 2), 11),     # wide, even kernel, dilation 2 in columns
+    (2, 20, (12, 12), (5, 5), (1, 1), (0, 0), (1, 1), 50),    # LeNet conv2 (DIRECT_MAX_C = 20 channels)
+    (1, 16, (15, 14), (3, 3), (2, 2), (1, 1), (1, 1), 24),    # 16 channels, stride 2
 ]
 
 
