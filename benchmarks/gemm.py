@@ -165,8 +165,8 @@ def main(argv=None) -> None:
 
     cpu = harness.cpu_info()
     peak_core, how = measured_fma_peak()
+    mhz = cpu["mhz"] or 0.0
     if peak_core is None:
-        mhz = cpu["mhz"] or 0.0
         peak_core = 2 * 8 * 2 * mhz / 1e3  # GFLOP/s per core: 2 FMA units x 8 f32 lanes x 2 FLOP x GHz
         how = f"cpu MHz {mhz:.0f} (nominal) -> AVX2 FMA peak"
     print(f"cpu: {cpu['model']}, {cpu['cores']} cores, {how} {peak_core:.1f} GFLOP/s/core")

@@ -1,5 +1,7 @@
 """Module.forward's buffer reuse (mxcc/module.py): an output array is written again only when its caller has
 dropped it, and an input array passed again is read afresh (its memory is bound once, not copied)."""
+import weakref
+
 import numpy as np
 import pytest
 
@@ -64,6 +66,26 @@ def test_dropped_outputs_are_reused_correctly(net):
         ids.add(tuple(id(o) for o in outs))
         del outs
     assert len(ids) < 4                         # reused at least once (no other reference existed)
+
+
+def test_loop_that_holds_the_last_result_alternates_two_arrays(net):
+    """`y = m.forward(...)` in a loop: y (the previous result) is held during the call, the one before it is
+    not; forward writes that one again (the same objects, seen through weak references that do not hold
+    them), so the loop allocates nothing, and every result stays correct while it is held."""
+    m, ref = net
+    y, older = None, None          # older: weak references to the result of two calls ago
+    for seed in range(6):
+        x = _x(20 + seed)
+        held = None if y is None else [o.copy() for o in y]
+        y_before, y = y, m.forward(data=x)
+        if y_before is not None:
+            assert all(a is not b for a, b in zip(y_before, y))
+            assert all(np.array_equal(a, h) for a, h in zip(y_before, held))   # the held result untouched
+        if older is not None:
+            assert all(w() is o for w, o in zip(older, y)), seed
+        _check(y, ref(x))
+        older = None if y_before is None else [weakref.ref(o) for o in y_before]
+        del y_before
 
 
 def test_input_refilled_in_place_is_read_again(net):
