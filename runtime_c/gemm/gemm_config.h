@@ -7,6 +7,13 @@
  * fastest we measured with benchmarks/gemm.py there (see docs/performance.md); each comment also says
  * what the size means so it can be re-derived for another cache hierarchy.
  *
+ * Session 5 ran on a different guest, an AMD EPYC Zen 4 (32 KiB L1d, 1 MiB L2 per core, 32 MiB L3, AVX-512 on
+ * 256-bit datapaths, 117 GFLOP/s per core measured by benchmarks/fma_peak.c). The sizes were kept and re-checked
+ * there, not re-tuned: with them the squares 256..2048 run at 0.94-0.99x numpy on 1 thread and 0.96-1.06x on 2
+ * (83-86% of the peak; benchmarks/gemm.py --rounds 3, docs/performance.md). On that cache hierarchy the AVX-512
+ * A block (MC x KC = 224 KiB) is 22% of L2 and the B micro-panel (64 KiB) is twice L1d, fed from L2 as on
+ * the first machine.
+ *
  * Loop nest (BLIS): jc step NC -> pc step KC -> ic step MC -> jr step NR -> ir step MR -> micro-kernel.
  * The driver balances the actual steps (e.g. K = 784 runs as 2 x 392, not 384 + 384 + 16), so these are
  * upper bounds and the workspace sizes.
