@@ -45,3 +45,119 @@ def im2col_np(x, k, s, p, d, out):
             win = tuple(slice(off[i] * d[i], off[i] * d[i] + (out[i] - 1) * s[i] + 1, s[i]) for i in range(len(k)))
             rows.append(xp[c][win].reshape(-1))
     return np.stack(rows)
+
+
+# ---- runtime kernels that take the GEMM epilogue (test_conv_packed.py, test_conv_direct.py, test_conv1x1.py) ----
+
+CC = os.environ.get("CC", "gcc")
+ISA_MACROS = {"__AVX__", "__AVX2__", "__FMA__", "__F16C__", "__BMI2__", "__AVX512F__", "__AVX512VL__"}
+
+# numpy twins of mxcc_act with the parameters epilogue_reference sets (alpha 0.1, clip to [-0.5, 0.5])
+EPILOGUE_ACTS = {"NONE": lambda v: v, "RELU": lambda v: np.maximum(v, 0), "SIGMOID": lambda v: 1 / (1 + np.exp(-v)),
+                 "TANH": np.tanh, "SOFTRELU": lambda v: np.where(v > 20, v, np.log1p(np.exp(np.minimum(v, 20)))),
+                 "SOFTSIGN": lambda v: v / (1 + np.abs(v)), "LEAKY": lambda v: np.where(v > 0, v, 0.1 * v),
+                 "CLIP": lambda v: np.clip(v, -0.5, 0.5)}
+
+# every epilogue part and activation, each in some combination
+EPILOGUE_CASES = [(("scale", "shift"), "RELU"), (("bias",), "SIGMOID"), (("residual",), "NONE"),
+                  (("scale", "shift", "residual"), "RELU"), (("bias", "residual"), "TANH"), ((), "SOFTRELU"),
+                  (("shift",), "SOFTSIGN"), (("scale", "bias"), "LEAKY"), (("residual",), "CLIP"),
+                  (("scale", "shift", "bias", "residual"), "CLIP")]
+
+
+def epilogue_reference(ffi, lib, rng, val, bound, ep, act, keep):
+    """A per-channel epilogue (parts `ep` of scale/shift/bias/residual, activation `act`) for an output
+    (N, O, P) whose float64 value before it is `val` with error bound `bound`: (the mxcc_epilogue * to pass, or
+    NULL; the expected output; its bound). The vectors and the residual are appended to `keep` (the pointers
+    read them). The bound scales through `scale`, adds a few ulp for the epilogue's own roundings and carries
+    through the activation unchanged (every activation is 1-Lipschitz)."""
+    batch, O, P = val.shape
+    fields = {}
+    vec = lambda: rng.uniform(0.5, 1.5, O).astype(np.float32)   # noqa: E731
+    col = lambda v: v[None, :, None]                            # noqa: E731
+
+    def ptr(a):
+        keep.append(a)
+        return float_buf(ffi, a)
+    if "scale" in ep:
+        sc = vec(); fields["scale"] = ptr(sc); val = val * col(sc); bound = bound * col(sc)
+    if "shift" in ep:
+        sh = vec(); fields["shift"] = ptr(sh); val = val + col(sh)
+    if "bias" in ep:
+        b = vec(); fields["bias"] = ptr(b); val = val + col(b)
+    if "residual" in ep:
+        r = rng.standard_normal((batch, O, P)).astype(np.float32)
+        fields["residual"] = ptr(r); fields["ld_residual"] = P; val = val + r
+    bound = bound + 4e-7 * np.abs(val)
+    c_ep = ffi.NULL
+    if ep or act != "NONE":
+        fields.update(act=getattr(lib, "MXCC_ACT_" + act), alpha=0.1, lo=-0.5, hi=0.5, per_row=1)
+        c_ep = ffi.new("mxcc_epilogue *", fields)
+    return c_ep, EPILOGUE_ACTS[act](val), bound
+
+
+def check_within(y, want, bound):
+    """Every element of y finite and within bound of want."""
+    err = np.abs(y.astype(np.float64) - want)
+    assert np.isfinite(y).all() and (err <= bound).all(), \
+        f"max err {err.max():.3g} at {np.unravel_index(np.argmax(err - bound), err.shape)}"
+
+
+def runnable_marches(marches, base=lambda m: m):
+    """The -march targets whose ISA this CPU runs (`base` maps a build name to its -march value)."""
+    from benchmarks._build_gemm import predefined_macros
+    return [m for m in marches if not (predefined_macros(base(m)) - predefined_macros("native")) & ISA_MACROS]
+
+
+def build_isa_libs(out: Path, name: str, sources, marches, include: Path, flags=None, base=lambda m: m):
+    """{build: shared library} of `sources` for every runnable build in `marches` (-march=base(build), plus
+    flags.get(build)), all objects compiled concurrently; skips without a C compiler."""
+    if shutil.which(CC) is None:
+        pytest.skip(f"no C compiler ({CC}) on PATH")
+    import subprocess
+    flags = flags or {}
+    runnable = runnable_marches(marches, base)
+    jobs, objs = [], {m: [] for m in runnable}
+    for m in runnable:
+        for src in sources:
+            obj = out / f"{m}_{src.parent.name}_{src.stem}.o"
+            objs[m].append(obj)
+            jobs.append(subprocess.Popen([CC, "-O3", f"-march={base(m)}", *flags.get(m, []), "-fopenmp",
+                                          "-std=gnu11", "-fPIC", "-c", f"-I{include}", str(src), "-o", str(obj)],
+                                         stderr=subprocess.PIPE, text=True))
+    for j in jobs:
+        assert j.wait() == 0, j.stderr.read()
+    libs = {}
+    for m in runnable:
+        libs[m] = out / f"lib{name}_{m}.so"
+        subprocess.run([CC, "-shared", "-fopenmp", *map(str, objs[m]), "-lm", "-o", str(libs[m])], check=True)
+    return libs
+
+
+def load_isa_lib(builds: dict, march: str, cdef: str):
+    """(ffi, lib) of one build, loaded with cffi in ABI mode; skips when this CPU cannot run it."""
+    if march not in builds:
+        pytest.skip(f"this CPU cannot run -march={march} code")
+    cffi = pytest.importorskip("cffi")
+    ffi = cffi.FFI()
+    ffi.cdef(cdef)
+    return ffi, ffi.dlopen(str(builds[march]))
+
+
+def run_sanitizer_driver(tmp_path: Path, march: str, driver: Path, sources, include: Path, problems: int) -> None:
+    """Build the C driver with `sources` under ASan/UBSan (skip if the sanitizer runtime is missing), run it
+    on 2 threads over `problems` random problems; it must print "<problems> problems ok" and nothing wrong."""
+    import subprocess
+    if shutil.which(CC) is None:
+        pytest.skip(f"no C compiler ({CC}) on PATH")
+    exe = tmp_path / driver.stem
+    cmd = [CC, "-O1", "-g", f"-march={march}", "-fopenmp", "-std=gnu11", "-fsanitize=address,undefined",
+           "-fno-sanitize-recover=all", f"-I{include}", str(driver), *map(str, sources), "-lm", "-o", str(exe)]
+    build = subprocess.run(cmd, capture_output=True, text=True)
+    if build.returncode != 0 and "sanitize" in build.stderr:
+        pytest.skip(f"sanitizer runtime not installed: {build.stderr.strip()[-300:]}")
+    assert build.returncode == 0, build.stderr
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1", OMP_NUM_THREADS="2")
+    r = subprocess.run([str(exe), str(problems), "7"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0 and "runtime error" not in r.stderr, r.stdout + r.stderr
+    assert f"{problems} problems ok" in r.stdout

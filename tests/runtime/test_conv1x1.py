@@ -10,23 +10,18 @@ epilogue, plus a few ulp of the epilogue's own roundings.
 """
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from benchmarks._build_gemm import predefined_macros
-from mxcc_testing import float_buf as _f
+from mxcc_testing import (EPILOGUE_CASES, build_isa_libs, check_within, epilogue_reference, load_isa_lib,
+                          run_sanitizer_driver, float_buf as _f)
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime_c"
-CC = os.environ.get("CC", "gcc")
 GEMM_RTOL = 1e-6
-ISA_MACROS = {"__AVX__", "__AVX2__", "__FMA__", "__F16C__", "__BMI2__", "__AVX512F__", "__AVX512VL__"}
 SOURCES = [RUNTIME / "conv" / "conv1x1_f32.c", RUNTIME / "gemm" / "epilogue_f32.c"]
 MARCHES = ["native", "haswell", "x86-64"]
 
@@ -42,33 +37,13 @@ def _cdef() -> str:
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
-    """{march: shared library} for every target this CPU runs, compiled concurrently; cffi ABI mode."""
-    if shutil.which(CC) is None:
-        pytest.skip(f"no C compiler ({CC}) on PATH")
-    out = tmp_path_factory.mktemp("conv1x1_build")
-    runnable = [m for m in MARCHES if not (predefined_macros(m) - predefined_macros("native")) & ISA_MACROS]
-    jobs = {m: subprocess.Popen([CC, "-O3", f"-march={m}", "-fopenmp", "-std=gnu11", "-fPIC", "-shared",
-                                 f"-I{RUNTIME}", *map(str, SOURCES), "-lm", "-o", str(out / f"libconv1x1_{m}.so")],
-                                stderr=subprocess.PIPE, text=True) for m in runnable}
-    for j in jobs.values():
-        assert j.wait() == 0, j.stderr.read()
-    return {m: out / f"libconv1x1_{m}.so" for m in runnable}
+    """{march: shared library} for every target this CPU runs; cffi ABI mode."""
+    return build_isa_libs(tmp_path_factory.mktemp("conv1x1_build"), "conv1x1", SOURCES, MARCHES, RUNTIME)
 
 
 @pytest.fixture(scope="module", params=MARCHES)
 def isa(request, builds):
-    if request.param not in builds:
-        pytest.skip(f"this CPU cannot run -march={request.param} code")
-    cffi = pytest.importorskip("cffi")
-    ffi = cffi.FFI()
-    ffi.cdef(_cdef())
-    return ffi, ffi.dlopen(str(builds[request.param]))
-
-
-ACTS = {"NONE": lambda v: v, "RELU": lambda v: np.maximum(v, 0), "SIGMOID": lambda v: 1 / (1 + np.exp(-v)),
-        "TANH": np.tanh, "SOFTRELU": lambda v: np.where(v > 20, v, np.log1p(np.exp(np.minimum(v, 20)))),
-        "SOFTSIGN": lambda v: v / (1 + np.abs(v)), "LEAKY": lambda v: np.where(v > 0, v, 0.1 * v),
-        "CLIP": lambda v: np.clip(v, -0.5, 0.5)}
+    return load_isa_lib(builds, request.param, _cdef())
 
 
 class Pointwise:
@@ -86,28 +61,8 @@ class Pointwise:
         assert np.isnan(self.wp[n:]).all() and not np.isnan(self.wp[:n]).any()
         val = np.einsum("oc,ncp->nop", self.w.astype(np.float64), self.x)
         bound = GEMM_RTOL * np.sqrt(C) * np.einsum("oc,ncp->nop", np.abs(self.w), np.abs(self.x)) + 1e-30
-        self.keep, fields = [], {}
-        vec = lambda: rng.uniform(0.5, 1.5, O).astype(np.float32)   # noqa: E731
-        col = lambda v: v[None, :, None]                            # noqa: E731
-        if "scale" in ep:
-            sc = vec(); fields["scale"] = self._keep(sc); val = val * col(sc); bound = bound * col(sc)
-        if "shift" in ep:
-            sh = vec(); fields["shift"] = self._keep(sh); val = val + col(sh)
-        if "bias" in ep:
-            b = vec(); fields["bias"] = self._keep(b); val = val + col(b)
-        if "residual" in ep:
-            r = rng.standard_normal((batch, O, P)).astype(np.float32)
-            fields["residual"] = self._keep(r); fields["ld_residual"] = P; val = val + r
-        bound = bound + 4e-7 * np.abs(val)   # the epilogue's own float roundings (a few ulp)
-        self.ep = ffi.NULL
-        if ep or act != "NONE":
-            fields.update(act=getattr(lib, "MXCC_ACT_" + act), alpha=0.1, lo=-0.5, hi=0.5, per_row=1)
-            self.ep = ffi.new("mxcc_epilogue *", fields)
-        self.want, self.bound = ACTS[act](val), bound   # activations are 1-Lipschitz: the bound carries
-
-    def _keep(self, a):
-        self.keep.append(a)
-        return _f(self.ffi, a)
+        self.keep = []
+        self.ep, self.want, self.bound = epilogue_reference(ffi, lib, rng, val, bound, ep, act, self.keep)
 
     def run(self, parallel=1, threads=None):
         ffi, lib = self.ffi, self.lib
@@ -126,9 +81,7 @@ class Pointwise:
         return y
 
     def check(self, y):
-        err = np.abs(y.astype(np.float64) - self.want)
-        assert np.isfinite(y).all() and (err <= self.bound).all(), \
-            f"max err {err.max():.3g} at {np.unravel_index(np.argmax(err - self.bound), err.shape)}"
+        check_within(y, self.want, self.bound)
 
 
 # (batch, C, P, O): tails of every tile dimension; P = 1, a half-width last panel, 7x7, 14x14
@@ -143,13 +96,7 @@ def test_conv1x1_matches_numpy(isa, shape):
     prob.check(prob.run(parallel=0))
 
 
-EPILOGUES = [(("scale", "shift"), "RELU"), (("bias",), "SIGMOID"), (("residual",), "NONE"),
-             (("scale", "shift", "residual"), "RELU"), (("bias", "residual"), "TANH"), ((), "SOFTRELU"),
-             (("shift",), "SOFTSIGN"), (("scale", "bias"), "LEAKY"), (("residual",), "CLIP"),
-             (("scale", "shift", "bias", "residual"), "CLIP")]
-
-
-@pytest.mark.parametrize("ep,act", EPILOGUES, ids=lambda v: "+".join(v) if isinstance(v, tuple) else v)
+@pytest.mark.parametrize("ep,act", EPILOGUE_CASES, ids=lambda v: "+".join(v) if isinstance(v, tuple) else v)
 def test_conv1x1_epilogue(isa, ep, act):
     # batch 2, P = 37 (a full and a partial panel per image), O = 14 (a partial weight panel on every ISA)
     prob = Pointwise(*isa, 2, 9, 37, 14, ep=ep, act=act, seed=5)
@@ -171,17 +118,4 @@ def test_conv1x1_threads_give_identical_bits(isa, shape):
 # x86-64: the plain C tile, every access checked
 @pytest.mark.parametrize("march", ["native", "x86-64"])
 def test_conv1x1_under_address_and_undefined_sanitizers(tmp_path, march):
-    if shutil.which(CC) is None:
-        pytest.skip(f"no C compiler ({CC}) on PATH")
-    exe = tmp_path / "conv1x1_sanity"
-    cmd = [CC, "-O1", "-g", f"-march={march}", "-fopenmp", "-std=gnu11", "-fsanitize=address,undefined",
-           "-fno-sanitize-recover=all", f"-I{RUNTIME}", str(Path(__file__).with_name("conv1x1_sanity.c")),
-           *map(str, SOURCES), "-lm", "-o", str(exe)]
-    build = subprocess.run(cmd, capture_output=True, text=True)
-    if build.returncode != 0 and "sanitize" in build.stderr:
-        pytest.skip(f"sanitizer runtime not installed: {build.stderr.strip()[-300:]}")
-    assert build.returncode == 0, build.stderr
-    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1", OMP_NUM_THREADS="2")
-    r = subprocess.run([str(exe), "40", "7"], capture_output=True, text=True, env=env, timeout=120)
-    assert r.returncode == 0 and "runtime error" not in r.stderr, r.stdout + r.stderr
-    assert "40 problems ok" in r.stdout
+    run_sanitizer_driver(tmp_path, march, Path(__file__).with_name("conv1x1_sanity.c"), SOURCES, RUNTIME, 40)

@@ -11,23 +11,18 @@ same bound scaled through the epilogue (|scale|, then the residual's own magnitu
 """
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from benchmarks._build_gemm import predefined_macros
-from mxcc_testing import conv_geom as _geom, float_buf as _f, im2col_np
+from mxcc_testing import (EPILOGUE_CASES, build_isa_libs, check_within, epilogue_reference, load_isa_lib,
+                          run_sanitizer_driver, conv_geom as _geom, float_buf as _f, im2col_np)
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime_c"
-CC = os.environ.get("CC", "gcc")
 GEMM_RTOL = 1e-6
-ISA_MACROS = {"__AVX__", "__AVX2__", "__FMA__", "__F16C__", "__BMI2__", "__AVX512F__", "__AVX512VL__"}
 # the packed convolution needs the GEMM's packing, micro-kernels and epilogue (not conv2d_f32.c)
 SOURCES = [RUNTIME / "conv" / "conv_packed_f32.c", *sorted((RUNTIME / "gemm").glob("*.c"))]
 # "native-kc": the K-sliced loop (CONV_PACKED_KC, off by default) with slices of 100 (uneven: K = 576 runs
@@ -55,42 +50,13 @@ int omp_get_max_threads(void);
 def builds(tmp_path_factory):
     """{march: shared library path} for every runnable target, all objects compiled concurrently (the
     three builds are most of this file's run time); loaded with cffi in ABI mode (no extension module)."""
-    if shutil.which(CC) is None:
-        pytest.skip(f"no C compiler ({CC}) on PATH")
-    out = tmp_path_factory.mktemp("conv_packed_build")
-    runnable = [m for m in MARCHES
-                if not (predefined_macros(m.split("-kc")[0]) - predefined_macros("native")) & ISA_MACROS]
-    jobs, objs = [], {m: [] for m in runnable}
-    for m in runnable:
-        for src in SOURCES:
-            obj = out / f"{m}_{src.parent.name}_{src.stem}.o"
-            objs[m].append(obj)
-            jobs.append(subprocess.Popen([CC, "-O3", f"-march={m.split('-kc')[0]}", *EXTRA.get(m, []), "-fopenmp", "-std=gnu11", "-fPIC", "-c",
-                                          f"-I{RUNTIME}", str(src), "-o", str(obj)], stderr=subprocess.PIPE, text=True))
-    for j in jobs:
-        assert j.wait() == 0, j.stderr.read()
-    libs = {}
-    for m in runnable:
-        so = out / f"libconvpacked_{m}.so"
-        subprocess.run([CC, "-shared", "-fopenmp", *map(str, objs[m]), "-lm", "-o", str(so)], check=True)
-        libs[m] = so
-    return libs
+    return build_isa_libs(tmp_path_factory.mktemp("conv_packed_build"), "convpacked", SOURCES, MARCHES, RUNTIME,
+                          flags=EXTRA, base=lambda m: m.split("-kc")[0])
 
 
 @pytest.fixture(scope="module", params=MARCHES)
 def isa(request, builds):
-    if request.param not in builds:
-        pytest.skip(f"this CPU cannot run -march={request.param} code")
-    cffi = pytest.importorskip("cffi")
-    ffi = cffi.FFI()
-    ffi.cdef(_cdef())
-    return ffi, ffi.dlopen(str(builds[request.param]))
-
-
-ACTS = {"NONE": lambda v: v, "RELU": lambda v: np.maximum(v, 0), "SIGMOID": lambda v: 1 / (1 + np.exp(-v)),
-        "TANH": np.tanh, "SOFTRELU": lambda v: np.where(v > 20, v, np.log1p(np.exp(np.minimum(v, 20)))),
-        "SOFTSIGN": lambda v: v / (1 + np.abs(v)), "LEAKY": lambda v: np.where(v > 0, v, 0.1 * v),
-        "CLIP": lambda v: np.clip(v, -0.5, 0.5)}
+    return load_isa_lib(builds, request.param, _cdef())
 
 
 class Conv:
@@ -108,30 +74,8 @@ class Conv:
         cols = np.stack([im2col_np(xi.astype(np.float64), k, s, p, d, out) for xi in self.x])  # (N, K, P)
         acc = np.einsum("ok,nkp->nop", self.w.astype(np.float64), cols)
         bound = GEMM_RTOL * np.sqrt(self.K) * np.einsum("ok,nkp->nop", np.abs(self.w), np.abs(cols)) + 1e-30
-        self.keep, fields = [], {}
-        val = acc
-        vec = lambda: rng.uniform(0.5, 1.5, O).astype(np.float32)   # noqa: E731
-        if "scale" in ep:
-            sc = vec(); fields["scale"] = self._keep(sc)
-            val = val * sc[None, :, None]; bound = bound * sc[None, :, None]
-        if "shift" in ep:
-            sh = vec(); fields["shift"] = self._keep(sh); val = val + sh[None, :, None]
-        if "bias" in ep:
-            b = vec(); fields["bias"] = self._keep(b); val = val + b[None, :, None]
-        if "residual" in ep:
-            r = rng.standard_normal((batch, O, self.P)).astype(np.float32)
-            fields["residual"] = self._keep(r); fields["ld_residual"] = self.P; val = val + r
-        bound = bound + 4e-7 * np.abs(val)   # the epilogue's own float roundings (a few ulp)
-        self.ep = ffi.NULL
-        if ep or act != "NONE":
-            fields.update(act=getattr(lib, "MXCC_ACT_" + act), alpha=0.1, lo=-0.5, hi=0.5, per_row=1)
-            self.ep = ffi.new("mxcc_epilogue *", fields)
-        # every activation is 1-Lipschitz: the pre-activation bound carries through
-        self.want, self.bound = ACTS[act](val), bound
-
-    def _keep(self, a):
-        self.keep.append(a)
-        return _f(self.ffi, a)
+        self.keep = []
+        self.ep, self.want, self.bound = epilogue_reference(ffi, lib, rng, acc, bound, ep, act, self.keep)
 
     def run(self, parallel=1, threads=None):
         ffi, lib = self.ffi, self.lib
@@ -150,9 +94,7 @@ class Conv:
         return y
 
     def check(self, y):
-        err = np.abs(y.astype(np.float64) - self.want)
-        assert np.isfinite(y).all() and (err <= self.bound).all(), \
-            f"max err {err.max():.3g} at {np.unravel_index(np.argmax(err - self.bound), err.shape)}"
+        check_within(y, self.want, self.bound)
 
 
 # (batch, channels, size, kernel, stride, pad, dilate, O)
@@ -186,13 +128,7 @@ def test_packed_conv_matches_numpy(isa, geo):
     prob.check(prob.run(parallel=0))
 
 
-EPILOGUES = [(("scale", "shift"), "RELU"), (("bias",), "SIGMOID"), (("residual",), "NONE"),
-             (("scale", "shift", "residual"), "RELU"), (("bias", "residual"), "TANH"), ((), "SOFTRELU"),
-             (("shift",), "SOFTSIGN"), (("scale", "bias"), "LEAKY"), (("residual",), "CLIP"),
-             (("scale", "shift", "bias", "residual"), "CLIP")]
-
-
-@pytest.mark.parametrize("ep,act", EPILOGUES, ids=lambda v: "+".join(v) if isinstance(v, tuple) else v)
+@pytest.mark.parametrize("ep,act", EPILOGUE_CASES, ids=lambda v: "+".join(v) if isinstance(v, tuple) else v)
 def test_packed_conv_epilogue(isa, ep, act):
     ffi, lib = isa
     # batch 2 with P = 25 (not a multiple of MR): the residual's rows span images inside a tile
@@ -218,17 +154,4 @@ def test_packed_conv_threads_give_identical_bits(isa, geo):
 # and residual indexing around them); x86-64: the plain C loops, every access checked
 @pytest.mark.parametrize("march", ["native", "x86-64"])
 def test_packed_conv_under_address_and_undefined_sanitizers(tmp_path, march):
-    if shutil.which(CC) is None:
-        pytest.skip(f"no C compiler ({CC}) on PATH")
-    exe = tmp_path / "conv_packed_sanity"
-    cmd = [CC, "-O1", "-g", f"-march={march}", "-fopenmp", "-std=gnu11", "-fsanitize=address,undefined",
-           "-fno-sanitize-recover=all", f"-I{RUNTIME}", str(Path(__file__).with_name("conv_packed_sanity.c")),
-           *map(str, SOURCES), "-lm", "-o", str(exe)]
-    build = subprocess.run(cmd, capture_output=True, text=True)
-    if build.returncode != 0 and "sanitize" in build.stderr:
-        pytest.skip(f"sanitizer runtime not installed: {build.stderr.strip()[-300:]}")
-    assert build.returncode == 0, build.stderr
-    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1", OMP_NUM_THREADS="2")
-    r = subprocess.run([str(exe), "40", "7"], capture_output=True, text=True, env=env, timeout=120)
-    assert r.returncode == 0 and "runtime error" not in r.stderr, r.stdout + r.stderr
-    assert "40 problems ok" in r.stdout
+    run_sanitizer_driver(tmp_path, march, Path(__file__).with_name("conv_packed_sanity.c"), SOURCES, RUNTIME, 40)
