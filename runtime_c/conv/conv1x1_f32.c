@@ -28,6 +28,7 @@
 
 #include "mxcc_conv.h"
 #include "gemm/gemm_internal.h"
+#include "gemm/epilogue_simd.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -137,32 +138,7 @@ typedef struct tile_ep {
     float alpha, lo, hi;
 } tile_ep;
 
-/* The activations that are a few vector instructions run on the tile; the others after the store. */
-static inline int act_in_registers(mxcc_act a)
-{
-    return a == MXCC_ACT_NONE || a == MXCC_ACT_RELU || a == MXCC_ACT_LEAKY || a == MXCC_ACT_CLIP;
-}
-
 #if defined(__AVX2__) && defined(__FMA__)   /* also in AVX-512 builds: the quarter-width tile */
-static inline __m256 act256(const tile_ep *e, __m256 v)
-{
-    switch (e->act) {
-    case MXCC_ACT_RELU:   /* a > 0 ? a : 0 (NaN -> 0) */
-        return _mm256_and_ps(v, _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ));
-    case MXCC_ACT_LEAKY:
-        return _mm256_blendv_ps(_mm256_mul_ps(v, _mm256_set1_ps(e->alpha)), v,
-                                _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ));
-    case MXCC_ACT_CLIP: {
-        const __m256 lo = _mm256_set1_ps(e->lo), hi = _mm256_set1_ps(e->hi);
-        const __m256 below = _mm256_cmp_ps(v, lo, _CMP_LT_OQ);
-        v = _mm256_blendv_ps(v, hi, _mm256_cmp_ps(v, hi, _CMP_GT_OQ));
-        return _mm256_blendv_ps(v, lo, below);
-    }
-    default:
-        return v;
-    }
-}
-
 static inline __attribute__((always_inline)) void tile256(int mr, int nv, long C, const float *restrict wp,
                                                        const float *restrict bp, int m, int n, float *restrict y,
                                                        long ldy, const tile_ep *e)
@@ -190,7 +166,7 @@ static inline __attribute__((always_inline)) void tile256(int mr, int nv, long C
             if (e->shift) a = _mm256_add_ps(a, _mm256_set1_ps(e->shift[r]));
             if (e->bias) a = _mm256_add_ps(a, _mm256_set1_ps(e->bias[r]));
             if (e->res) a = _mm256_add_ps(a, _mm256_maskload_ps(e->res + r * e->ld + 8 * v, k));
-            a = act256(e, a);
+            a = mxcc_act_f32x8(e->act, e->alpha, e->lo, e->hi, a);
             if (left >= 8) _mm256_storeu_ps(y + r * ldy + 8 * v, a);
             else _mm256_maskstore_ps(y + r * ldy + 8 * v, k, a);
         }
@@ -199,25 +175,6 @@ static inline __attribute__((always_inline)) void tile256(int mr, int nv, long C
 #endif
 
 #if defined(__AVX512F__)
-static inline __m512 act512(const tile_ep *e, __m512 v)
-{
-    const __m512 z = _mm512_setzero_ps();
-    switch (e->act) {
-    case MXCC_ACT_RELU:   /* a > 0 ? a : 0 (NaN -> 0, as the scalar epilogue) */
-        return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, z, _CMP_GT_OQ), v);
-    case MXCC_ACT_LEAKY:
-        return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, z, _CMP_GT_OQ), _mm512_mul_ps(v, _mm512_set1_ps(e->alpha)), v);
-    case MXCC_ACT_CLIP: {  /* a < lo ? lo : (a > hi ? hi : a) */
-        const __m512 lo = _mm512_set1_ps(e->lo), hi = _mm512_set1_ps(e->hi);
-        const __mmask16 below = _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ);
-        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
-        return _mm512_mask_blend_ps(below, v, lo);
-    }
-    default:
-        return v;
-    }
-}
-
 /* y[r, 0:n] (row stride ldy) for r < m = wp (C, MR)^T . bp (C, NR), nv vectors per row (n <= nv * 16),
  * then the epilogue. */
 static inline __attribute__((always_inline)) void tile512(int mr, int nv, long C, const float *restrict wp,
@@ -246,7 +203,7 @@ static inline __attribute__((always_inline)) void tile512(int mr, int nv, long C
             if (e->shift) a = _mm512_add_ps(a, _mm512_set1_ps(e->shift[r]));
             if (e->bias) a = _mm512_add_ps(a, _mm512_set1_ps(e->bias[r]));
             if (e->res) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(k, e->res + r * e->ld + 16 * v));
-            a = act512(e, a);
+            a = mxcc_act_f32x16(e->act, e->alpha, e->lo, e->hi, a);
             _mm512_mask_storeu_ps(y + r * ldy + 16 * v, k, a);
         }
     }
@@ -432,7 +389,7 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
     tile_ep e = {0};
     if (ep) {
         e.ld = ep->ld_residual;
-        if (act_in_registers(ep->act)) {
+        if (mxcc_act_in_registers(ep->act)) {
             e.act = ep->act; e.alpha = ep->alpha; e.lo = ep->lo; e.hi = ep->hi;
         }
     }
@@ -461,7 +418,7 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
                     e.res = ep->residual ? ep->residual + (n * pb->O + o0) * (long)ep->ld_residual + p0 : NULL;
                 }
                 panel(C, w, bp + j * C * NR, m, np, y, P, &e);
-                if (ep && !act_in_registers(ep->act)) {   /* sigmoid, tanh, ...: on the stored tile */
+                if (ep && !mxcc_act_in_registers(ep->act)) {   /* sigmoid, tanh, ...: on the stored tile */
                     mxcc_epilogue act = {0};
                     act.act = ep->act;
                     mxcc_epilogue_apply_f32(&act, y, (int)P, 0, 0, m, np);

@@ -29,6 +29,7 @@
 
 #include "mxcc_conv.h"
 #include "gemm/gemm_internal.h"
+#include "gemm/epilogue_simd.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -284,26 +285,6 @@ static inline __attribute__((always_inline)) void transpose_16x16(__m512 r[16])
     }
 }
 
-/* act(v) for the activations that are a few vector instructions; the others run after the store. */
-static inline __m512 act_vec(const mxcc_epilogue *ep, __m512 v)
-{
-    const __m512 z = _mm512_setzero_ps();
-    switch (ep->act) {
-    case MXCC_ACT_RELU:   /* a > 0 ? a : 0 (NaN -> 0, as the scalar epilogue) */
-        return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, z, _CMP_GT_OQ), v);
-    case MXCC_ACT_LEAKY:
-        return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, z, _CMP_GT_OQ), _mm512_mul_ps(v, _mm512_set1_ps(ep->alpha)), v);
-    case MXCC_ACT_CLIP: {  /* a < lo ? lo : (a > hi ? hi : a) */
-        const __m512 lo = _mm512_set1_ps(ep->lo), hi = _mm512_set1_ps(ep->hi);
-        const __mmask16 below = _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ);
-        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
-        return _mm512_mask_blend_ps(below, v, lo);
-    }
-    default:
-        return v;
-    }
-}
-
 /* The epilogue in the contract's order (x*scale + shift, + bias, + residual, act) on the transposed tile,
  * one 16-lane vector of pixels per channel, stored with a mask per run. */
 __attribute__((noinline)) static void store_tile(const mxcc_epilogue *ep, const float *restrict t, int m, int nn, long m0, int o0, long P,
@@ -334,7 +315,7 @@ __attribute__((noinline)) static void store_tile(const mxcc_epilogue *ep, const 
                 /* the run's lanes moved down to lane 0 (a tile crossing an image boundary) */
                 __m512 w = u.r0 ? _mm512_maskz_compress_ps((__mmask16)(lm << u.r0), v) : v;
                 if (res) w = _mm512_add_ps(w, _mm512_maskz_loadu_ps(lm, res + (u.n * O + o) * ep->ld_residual + u.p0));
-                if (has_ep) w = act_vec(ep, w);
+                if (has_ep) w = mxcc_act_f32x16(ep->act, ep->alpha, ep->lo, ep->hi, w);
                 _mm512_mask_storeu_ps(y + (u.n * O + o) * P + u.p0, lm, w);
             }
         }
