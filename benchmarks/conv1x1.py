@@ -84,13 +84,8 @@ def main() -> None:
     engines = args.engines.split(",")
     rows, records = [], []
     for threads in map(int, args.threads.split(",")):
-        rounds: dict = {}
-        for _ in range(args.rounds):   # alternate the engines: each round sees the same noise
-            for engine in engines:
-                for r in harness.run_worker(__file__, {"engine": engine, "threads": threads,
-                                                       "min_time": args.min_time,
-                                                       "only": args.only}, threads):
-                    rounds.setdefault((r["layer"], r["flops"]), {}).setdefault(engine, []).append(r["samples"])
+        rounds = harness.alternate_engines(__file__, engines, threads, args.rounds,
+                                           {"min_time": args.min_time, "only": args.only})
         for (layer, flops), by_engine in rounds.items():
             row = {"threads": threads, "layer": layer}
             med = {}

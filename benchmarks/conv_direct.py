@@ -8,26 +8,20 @@ packed  mxcc_conv_packed_f32 on the whole batch, weight packed once beforehand (
 ort     ONNX Runtime, a model of one Conv node (intra_op_num_threads = threads)
 Every engine adds the per-channel bias. Each engine runs in its own worker process; rounds alternate the
 engines (benchmarks/conv_packed.py says why, and when OMP_WAIT_POLICY=passive is needed). Build: -O3
--march=native -fopenmp (the flags of generated code); CD_FLAGS adds compiler flags (e.g.
-CD_FLAGS=-DCONV_DIRECT_STAGE_BYTES=16384).
+-march=native -fopenmp (the flags of generated code), conv_packed.py's build; CP_FLAGS adds compiler flags
+(e.g. CP_FLAGS=-DCONV_DIRECT_STAGE_BYTES=16384).
 """
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import os
-import re
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 import harness  # noqa: E402
-from conv_packed import _aligned, _ort_session  # noqa: E402
+from conv_packed import _aligned, _build, _ort_session  # noqa: E402
 
-RUNTIME = HERE.parent / "runtime_c"
 
 # (name, batch, C, size, kernel, stride, pad, O)
 LAYERS = [
@@ -36,45 +30,6 @@ LAYERS = [
     ("sqz1.1 conv0 3x3s2 3->64@224", 1, 3, 224, 3, 2, 0, 64),
     ("lenet conv1 5x5 1->20@28 n64", 64, 1, 28, 5, 1, 0, 20),
 ]
-
-_CDEF = """
-typedef struct mxcc_conv_geom { int channels; int in[3]; int out[3]; int k[3]; int stride[3]; int pad[3];
-                                int dilate[3]; } mxcc_conv_geom;
-void mxcc_gemm_pack_b_f32(int trans_b, int K, int N, const float *B, int ldb, float *Bp);
-long mxcc_gemm_packed_b_floats(int K, int N);
-long mxcc_conv_packed_scratch_floats(const mxcc_conv_geom *g, int batch, int O, int max_threads);
-void mxcc_conv_packed_f32(const mxcc_conv_geom *g, int batch, int O, const float *x, const float *wp,
-                          const mxcc_epilogue *ep, float *y, float *scratch, int parallel);
-void mxcc_conv_direct_pack_f32(int K, int O, const float *w, float *wp);
-long mxcc_conv_direct_scratch_floats(const mxcc_conv_geom *g, int batch, int O, int max_threads);
-void mxcc_conv_direct_f32(const mxcc_conv_geom *g, int batch, int O, const float *x, const float *wp,
-                          const mxcc_epilogue *ep, float *y, float *scratch, int parallel);
-"""
-
-
-def _build(isa: str = "native"):
-    """The two convolutions + runtime_c/gemm as a cffi module (cached by source hash in the temp dir)."""
-    import cffi
-    gemm_h = (RUNTIME / "gemm" / "mxcc_gemm.h").read_text()
-    types = re.findall(r"typedef (?:enum|struct) \w+ \{.*?\} \w+;", gemm_h, re.S)
-    sources = [RUNTIME / "conv" / "conv_direct_f32.c", RUNTIME / "conv" / "conv_packed_f32.c",
-               *sorted((RUNTIME / "gemm").glob("*.c"))]
-    flags = os.environ.get("CD_FLAGS", "")
-    digest = hashlib.sha256((isa + flags).encode())
-    for p in [*sources, *sorted(RUNTIME.glob("*/*.h")), *sorted(RUNTIME.glob("*.h"))]:
-        digest.update(p.read_bytes())
-    name = f"_mxcc_conv_direct_bench_{isa.replace('-', '_')}_{digest.hexdigest()[:12]}"
-    ffi = cffi.FFI()
-    ffi.cdef("\n".join(types) + _CDEF)
-    ffi.set_source(name, '#include "conv/mxcc_conv.h"\n', sources=[str(s) for s in sources],
-                   include_dirs=[str(RUNTIME)], libraries=["m"], extra_link_args=["-fopenmp"],
-                   extra_compile_args=["-O3", f"-march={isa}", "-fopenmp", "-std=gnu11", *flags.split()])
-    so = ffi.compile(tmpdir=str(Path(tempfile.gettempdir()) / "mxcc_conv_direct_bench"))
-    spec = importlib.util.spec_from_file_location(name, so)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.ffi, mod.lib
-
 
 def worker(spec: dict) -> list[dict]:
     import numpy as np
@@ -138,12 +93,7 @@ def main() -> None:
     engines = args.engines.split(",")
     rows, records = [], []
     for threads in map(int, args.threads.split(",")):
-        rounds: dict = {}
-        for _ in range(args.rounds):   # alternate the engines: each round sees the same noise
-            for engine in engines:
-                for r in harness.run_worker(__file__, {"engine": engine, "threads": threads,
-                                                       "min_time": args.min_time}, threads):
-                    rounds.setdefault((r["layer"], r["flops"]), {}).setdefault(engine, []).append(r["samples"])
+        rounds = harness.alternate_engines(__file__, engines, threads, args.rounds, {"min_time": args.min_time})
         for (layer, flops), by_engine in rounds.items():
             row = {"threads": threads, "layer": layer}
             med = {}

@@ -70,18 +70,23 @@ void mxcc_conv1x1_pack_w_f32(int O, int C, const float *w, float *wp);
 long mxcc_conv1x1_scratch_floats(int C, int max_threads);
 void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const float *wp, const mxcc_epilogue *ep,
                       float *y, float *scratch, int parallel);
+void mxcc_conv_direct_pack_f32(int K, int O, const float *w, float *wp);
+long mxcc_conv_direct_scratch_floats(const mxcc_conv_geom *g, int batch, int O, int max_threads);
+void mxcc_conv_direct_f32(const mxcc_conv_geom *g, int batch, int O, const float *x, const float *wp,
+                          const mxcc_epilogue *ep, float *y, float *scratch, int parallel);
 """
 
 
 def _build(isa: str = "native"):
-    """runtime_c/conv + runtime_c/gemm as a cffi module (cached by source hash in the temp dir)."""
+    """runtime_c/conv + runtime_c/gemm as a cffi module (cached by source hash in the temp dir); also the
+    build of benchmarks/conv1x1.py and benchmarks/conv_direct.py."""
     import cffi
     gemm_h = (RUNTIME / "gemm" / "mxcc_gemm.h").read_text()
     conv_h = (RUNTIME / "conv" / "mxcc_conv.h").read_text()
     types = re.findall(r"typedef (?:enum|struct) \w+ \{.*?\} \w+;", gemm_h, re.S)
     geom = re.search(r"typedef struct mxcc_conv_geom \{.*?\} mxcc_conv_geom;", conv_h, re.S).group(0)
     sources = [RUNTIME / "conv" / "conv2d_f32.c", RUNTIME / "conv" / "conv_packed_f32.c",
-               RUNTIME / "conv" / "conv1x1_f32.c",
+               RUNTIME / "conv" / "conv1x1_f32.c", RUNTIME / "conv" / "conv_direct_f32.c",
                *sorted((RUNTIME / "gemm").glob("*.c"))]
     digest = hashlib.sha256((isa + os.environ.get("CP_FLAGS", "")).encode())
     for p in [*sources, *sorted(RUNTIME.glob("*/*.h")), *sorted(RUNTIME.glob("*.h"))]:
@@ -186,12 +191,7 @@ def main() -> None:
     engines = args.engines.split(",")
     rows, records = [], []
     for threads in map(int, args.threads.split(",")):
-        rounds: dict = {}
-        for _ in range(args.rounds):   # alternate the engines: each round sees the same noise
-            for engine in engines:
-                for r in harness.run_worker(__file__, {"engine": engine, "threads": threads,
-                                                       "min_time": args.min_time}, threads):
-                    rounds.setdefault((r["layer"], r["flops"]), {}).setdefault(engine, []).append(r["samples"])
+        rounds = harness.alternate_engines(__file__, engines, threads, args.rounds, {"min_time": args.min_time})
         for (layer, flops), by_engine in rounds.items():
             row = {"threads": threads, "layer": layer}
             med = {}

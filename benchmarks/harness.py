@@ -87,6 +87,18 @@ def run_worker(script: str | Path, spec: dict, threads: int, coretype: str | Non
     return json.loads(lines[-1])
 
 
+def alternate_engines(script: str | Path, engines: list[str], threads: int, rounds: int, spec: dict) -> dict:
+    """Runs every engine's worker (`spec` plus "engine" and "threads") once per round, the engines
+    alternating so that each round sees the same noise; the workers return rows with "layer", "flops" and
+    "samples". Returns {(layer, flops): {engine: [samples of each round]}}."""
+    out: dict = {}
+    for _ in range(rounds):
+        for engine in engines:
+            for r in run_worker(script, {**spec, "engine": engine, "threads": threads}, threads):
+                out.setdefault((r["layer"], r["flops"]), {}).setdefault(engine, []).append(r["samples"])
+    return out
+
+
 def worker_spec_from_argv(argv: list[str] | None = None) -> dict | None:
     """The spec if this process is a worker (`--worker '<json>'` on the command line), else None."""
     argv = sys.argv[1:] if argv is None else argv
