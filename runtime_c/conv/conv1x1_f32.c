@@ -9,19 +9,22 @@
  *
  *   W  packed once at bind time by mxcc_conv1x1_pack_w_f32: ceil(O / MR) panels (C, MR), rows past O zero;
  *      each k step broadcasts MR weights of one panel row.
- *   x  copied per block of pixel panels into contiguous (C, NR) panels of the thread's scratch, zero past the
- *      image's last pixel, each reused by every weight panel (read in place, a panel's C rows would be P
- *      floats apart, C pages per tile; reading in place was not measured).
+ *   x  read in place: a full panel is NR consecutive pixels of each of the C rows (row stride P). Only a
+ *      panel with the image's last pixels (fewer than NR) is copied into a zero-padded (C, NR) panel of the
+ *      thread's scratch, as all panels once were: reading in place saves that copy, 1-4% (C driver, 1 thread,
+ *      best of 15, in cache / caches flushed: 32->64@112 609/631 -> 596/627 us, 128->128@56 987/1024 ->
+ *      948/963, 256->256@28 936/955 -> 925/939, 512->512@14 913/966 -> 906/966).
  *
  * Tile: AVX-512 12 channels x 32 pixels (24 zmm accumulators), AVX2+FMA 6 x 16 (12 ymm), plain C 4 x 16.
  * A panel's last pixels (fewer than NR) run as row tiles of one vector per row (AVX-512: 16 or 8 lanes) while
  * more than COL_MAX are left, then as column tiles (one vector of output channels per pixel).
- * Loop nest per thread: block of pixel panels (packed once, PW_BLOCK_FLOATS) -> weight panel (C x MR, from
- * L1/L2) -> pixel panel -> tile over all C, epilogue on the accumulators, store.
+ * Loop nest per thread: block of pixel panels (C x PW_BLOCK_FLOATS / C floats, kept in L2) -> weight panel
+ * (C x MR, from L1/L2) -> pixel panel -> tile over all C, epilogue on the accumulators, store. The tiles
+ * prefetch the next weight panel and, during a block's last weight panel, the next block's pixels.
  *
  * Threads: one parallel region per call. Work = (pixel panels of all images) x (weight panels). It is split
  * by pixel panels, or, when that balances worse (7x7 and 14x14 images: 2 and 7 panels), by weight panels
- * (every thread then packs all pixel panels: C x P floats, small next to the O x C x P multiply-adds). Each
+ * (every thread then copies the image's last panel, C x NR floats). Each
  * output element is one tile over the whole C whatever the split: the result does not depend on the thread
  * count (bit for bit).
  */
@@ -57,9 +60,9 @@
 #define NR (NV * VL)            /* pixels per tile */
 #define NR_MAX 32               /* the widest NR of any build: sizes the scratch */
 
-/* Packed pixels per block (floats): a block of pixel panels is packed, then every weight panel runs over all
- * of its panels, so each output row and each input row is walked in runs of several panels (32 channels:
- * 2048 pixels), not 128-byte pieces a plane apart; the block (256 KiB) stays in L2. At least one panel.
+/* Pixels per block (floats, C rows of it): every weight panel runs over all of a block's panels, so each
+ * output row and each input row is walked in runs of several panels (32 channels: 2048 pixels), not 128-byte
+ * pieces a plane apart; the block (256 KiB) stays in L2. At least one panel. Measured when blocks were packed:
  * C driver, 1 thread, best of 3 (us, data in cache / caches flushed before each call), one panel per block
  * vs 32K / 64K / 128K floats: 32->64@112 848/1179 vs 630/772, 833/754, 615/837; 64->128@56 525/804 vs
  * 529/616, 526/602, 528/626; 128->128@56 1006/1352 vs 1012/1207, 991/1106, 1002/1163; 256->256@28
@@ -95,7 +98,7 @@ static long block_panels(long C)
     return b < 1 ? 1 : b;
 }
 
-static long thread_floats(long C) { return round16(block_panels(C) * C * NR_MAX); }
+static long thread_floats(long C) { return round16(C * NR_MAX); }   /* one copied panel: a block's last */
 
 long mxcc_conv1x1_scratch_floats(int C, int max_threads)
 {
@@ -136,9 +139,44 @@ typedef struct tile_ep {
     long ld;
     int act;                             /* MXCC_ACT_RELU / LEAKY / CLIP applied in registers, else none */
     float alpha, lo, hi;
+    /* Prefetch streams into L2, one step per channel c: pf_w + c * MR (the next weight panel) and the two
+     * lines at pf_x + c * pf_ld (the next block's pixels); pointers at the tile's own operands when there is
+     * nothing to fetch (already in L1: a no-op). */
+    const float *pf_w, *pf_x;
+    long pf_ld;
+    long ldb;                            /* row stride of the pixel panel: NR packed, P read in place */
 } tile_ep;
 
+/* The prefetches of step c: they overlap the next operands' trip from L3 or DRAM with this tile's FMAs
+ * (packing a block and a weight panel's first tile otherwise wait for memory: 512->512@14 with x and W
+ * flushed from the caches took 1015 us against 914 us in cache, in a network they mostly are not in L2). */
+#define TILE_PREFETCH(c) do { \
+        __builtin_prefetch(pf_w + (c) * MR, 0, 2); \
+        __builtin_prefetch(pf_x + (c) * pf_ld, 0, 2); \
+        __builtin_prefetch(pf_x + (c) * pf_ld + 16, 0, 2); \
+    } while (0)
+
 #if defined(__AVX2__) && defined(__FMA__)   /* also in AVX-512 builds: the quarter-width tile */
+/* The full tiles' common epilogues in straight-line code (no per-vector tests, accumulators kept in registers;
+ * 32->64@112, 1 thread: 598 -> 558 us): y[r, :] = relu?(acc[r] * mul[r] + add[r]), a NULL mul / add not
+ * applied, the operations and their order those of the general epilogue. max(a, 0) gives +0 for NaN and -0 as
+ * the mask form of mxcc_act_f32x8 / x16 does. */
+static inline __attribute__((always_inline)) void store256(int mr, int nv, __m256 acc[MR][NV], float *restrict y,
+                                                        long ldy, const float *mul, const float *add, int relu)
+{
+    for (int r = 0; r < mr; r++) {
+        const __m256 s = mul ? _mm256_set1_ps(mul[r]) : _mm256_setzero_ps(), t = add ? _mm256_set1_ps(add[r])
+                                                                                       : _mm256_setzero_ps();
+        for (int v = 0; v < nv; v++) {
+            __m256 a = acc[r][v];
+            if (mul) a = _mm256_mul_ps(a, s);
+            if (add) a = _mm256_add_ps(a, t);
+            if (relu) a = _mm256_max_ps(a, _mm256_setzero_ps());
+            _mm256_storeu_ps(y + r * ldy + 8 * v, a);
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) void tile256(int mr, int nv, long C, const float *restrict wp,
                                                        const float *restrict bp, int m, int n, float *restrict y,
                                                        long ldy, const tile_ep *e)
@@ -146,15 +184,34 @@ static inline __attribute__((always_inline)) void tile256(int mr, int nv, long C
     __m256 acc[MR][NV];
     for (int r = 0; r < mr; r++)
         for (int v = 0; v < nv; v++) acc[r][v] = _mm256_setzero_ps();
+    const long ldb = e->ldb, pf_ld = e->pf_ld;
+    const float *const pf_w = e->pf_w, *const pf_x = e->pf_x;
+    for (int r = 0; r < m; r++)   /* this tile's output lines, for writing: their misses overlap the FMAs */
+        for (int v = 0; v < nv; v++) __builtin_prefetch(y + r * ldy + 8 * v, 1, 3);
     for (long c = 0; c < C; c++) {
+        TILE_PREFETCH(c);
         __m256 b[NV];
-        for (int v = 0; v < nv; v++) b[v] = _mm256_loadu_ps(bp + c * NR + 8 * v);
+        for (int v = 0; v < nv; v++) b[v] = _mm256_loadu_ps(bp + c * ldb + 8 * v);
         for (int r = 0; r < mr; r++) {
             const __m256 w = _mm256_broadcast_ss(wp + c * MR + r);
             for (int v = 0; v < nv; v++) acc[r][v] = _mm256_fmadd_ps(w, b[v], acc[r][v]);
         }
     }
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    /* the epilogue's operands in locals: the stores to y could otherwise alias *e and reload them per vector */
+    const float *const scale = e->scale, *const shift = e->shift, *const bias = e->bias, *const res = e->res;
+    const long ld = e->ld;
+    const mxcc_act act = (mxcc_act)e->act;
+    const float alpha = e->alpha, lo = e->lo, hi = e->hi;
+    if (m == mr && n == 8 * nv && !res && (act == MXCC_ACT_NONE || act == MXCC_ACT_RELU)) {
+        const int relu = act == MXCC_ACT_RELU;   /* as in tile512 */
+        if (scale && shift && !bias) store256(mr, nv, acc, y, ldy, scale, shift, relu);
+        else if (!scale && !shift && bias) store256(mr, nv, acc, y, ldy, NULL, bias, relu);
+        else if (!scale && !shift && !bias) store256(mr, nv, acc, y, ldy, NULL, NULL, relu);
+        else goto general;
+        return;
+    }
+general:
     for (int r = 0; r < mr; r++) {
         if (r >= m) break;
         for (int v = 0; v < nv; v++) {
@@ -162,11 +219,11 @@ static inline __attribute__((always_inline)) void tile256(int mr, int nv, long C
             if (left <= 0) break;
             const __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), lane);
             __m256 a = acc[r][v];
-            if (e->scale) a = _mm256_mul_ps(a, _mm256_set1_ps(e->scale[r]));
-            if (e->shift) a = _mm256_add_ps(a, _mm256_set1_ps(e->shift[r]));
-            if (e->bias) a = _mm256_add_ps(a, _mm256_set1_ps(e->bias[r]));
-            if (e->res) a = _mm256_add_ps(a, _mm256_maskload_ps(e->res + r * e->ld + 8 * v, k));
-            a = mxcc_act_f32x8(e->act, e->alpha, e->lo, e->hi, a);
+            if (scale) a = _mm256_mul_ps(a, _mm256_set1_ps(scale[r]));
+            if (shift) a = _mm256_add_ps(a, _mm256_set1_ps(shift[r]));
+            if (bias) a = _mm256_add_ps(a, _mm256_set1_ps(bias[r]));
+            if (res) a = _mm256_add_ps(a, _mm256_maskload_ps(res + r * ld + 8 * v, k));
+            a = mxcc_act_f32x8(act, alpha, lo, hi, a);
             if (left >= 8) _mm256_storeu_ps(y + r * ldy + 8 * v, a);
             else _mm256_maskstore_ps(y + r * ldy + 8 * v, k, a);
         }
@@ -175,6 +232,23 @@ static inline __attribute__((always_inline)) void tile256(int mr, int nv, long C
 #endif
 
 #if defined(__AVX512F__)
+/* store256 on 16 lanes */
+static inline __attribute__((always_inline)) void store512(int mr, int nv, __m512 acc[MR][NV], float *restrict y,
+                                                        long ldy, const float *mul, const float *add, int relu)
+{
+    for (int r = 0; r < mr; r++) {
+        const __m512 s = mul ? _mm512_set1_ps(mul[r]) : _mm512_setzero_ps(), t = add ? _mm512_set1_ps(add[r])
+                                                                                       : _mm512_setzero_ps();
+        for (int v = 0; v < nv; v++) {
+            __m512 a = acc[r][v];
+            if (mul) a = _mm512_mul_ps(a, s);
+            if (add) a = _mm512_add_ps(a, t);
+            if (relu) a = _mm512_max_ps(a, _mm512_setzero_ps());
+            _mm512_storeu_ps(y + r * ldy + 16 * v, a);
+        }
+    }
+}
+
 /* y[r, 0:n] (row stride ldy) for r < m = wp (C, MR)^T . bp (C, NR), nv vectors per row (n <= nv * 16),
  * then the epilogue. */
 static inline __attribute__((always_inline)) void tile512(int mr, int nv, long C, const float *restrict wp,
@@ -184,14 +258,34 @@ static inline __attribute__((always_inline)) void tile512(int mr, int nv, long C
     __m512 acc[MR][NV];
     for (int r = 0; r < mr; r++)
         for (int v = 0; v < nv; v++) acc[r][v] = _mm512_setzero_ps();
+    const long ldb = e->ldb, pf_ld = e->pf_ld;
+    const float *const pf_w = e->pf_w, *const pf_x = e->pf_x;
+    for (int r = 0; r < m; r++)   /* this tile's output lines, for writing: their misses overlap the FMAs */
+        for (int v = 0; v < nv; v++) __builtin_prefetch(y + r * ldy + 16 * v, 1, 3);
     for (long c = 0; c < C; c++) {
+        TILE_PREFETCH(c);
         __m512 b[NV];
-        for (int v = 0; v < nv; v++) b[v] = _mm512_loadu_ps(bp + c * NR + 16 * v);
+        for (int v = 0; v < nv; v++) b[v] = _mm512_loadu_ps(bp + c * ldb + 16 * v);
         for (int r = 0; r < mr; r++) {
             const __m512 w = _mm512_set1_ps(wp[c * MR + r]);
             for (int v = 0; v < nv; v++) acc[r][v] = _mm512_fmadd_ps(w, b[v], acc[r][v]);
         }
     }
+    /* the epilogue's operands in locals: the stores to y could otherwise alias *e and reload them per vector */
+    const float *const scale = e->scale, *const shift = e->shift, *const bias = e->bias, *const res = e->res;
+    const long ld = e->ld;
+    const mxcc_act act = (mxcc_act)e->act;
+    const float alpha = e->alpha, lo = e->lo, hi = e->hi;
+    if (m == mr && n == 16 * nv && !res && (act == MXCC_ACT_NONE || act == MXCC_ACT_RELU)) {
+        /* the common full tiles in straight-line code, the same operations in the same order */
+        const int relu = act == MXCC_ACT_RELU;
+        if (scale && shift && !bias) store512(mr, nv, acc, y, ldy, scale, shift, relu);   /* BatchNorm */
+        else if (!scale && !shift && bias) store512(mr, nv, acc, y, ldy, NULL, bias, relu);
+        else if (!scale && !shift && !bias) store512(mr, nv, acc, y, ldy, NULL, NULL, relu);
+        else goto general;
+        return;
+    }
+general:
     for (int r = 0; r < mr; r++) {
         if (r >= m) break;
         for (int v = 0; v < nv; v++) {
@@ -199,11 +293,11 @@ static inline __attribute__((always_inline)) void tile512(int mr, int nv, long C
             if (left <= 0) break;
             const __mmask16 k = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
             __m512 a = acc[r][v];
-            if (e->scale) a = _mm512_mul_ps(a, _mm512_set1_ps(e->scale[r]));
-            if (e->shift) a = _mm512_add_ps(a, _mm512_set1_ps(e->shift[r]));
-            if (e->bias) a = _mm512_add_ps(a, _mm512_set1_ps(e->bias[r]));
-            if (e->res) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(k, e->res + r * e->ld + 16 * v));
-            a = mxcc_act_f32x16(e->act, e->alpha, e->lo, e->hi, a);
+            if (scale) a = _mm512_mul_ps(a, _mm512_set1_ps(scale[r]));
+            if (shift) a = _mm512_add_ps(a, _mm512_set1_ps(shift[r]));
+            if (bias) a = _mm512_add_ps(a, _mm512_set1_ps(bias[r]));
+            if (res) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(k, res + r * ld + 16 * v));
+            a = mxcc_act_f32x16(act, alpha, lo, hi, a);
             _mm512_mask_storeu_ps(y + r * ldy + 16 * v, k, a);
         }
     }
@@ -217,13 +311,14 @@ static inline void tile(int mr, int nv, long C, const float *restrict wp, const 
 {
     float acc[MR][NR];
     const int w = nv * VL;
+    const long ldb = e->ldb;
     (void)mr;   /* MR_STEP = MR: one height */
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < w; j++) acc[r][j] = 0.0f;
     for (long c = 0; c < C; c++)
         for (int r = 0; r < MR; r++) {
             const float a = wp[c * MR + r];
-            for (int j = 0; j < w; j++) acc[r][j] += a * bp[c * NR + j];
+            for (int j = 0; j < w; j++) acc[r][j] += a * bp[c * ldb + j];
         }
     for (int r = 0; r < m; r++) {
         float *yr = y + r * ldy;   /* (n,) */
@@ -395,18 +490,26 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
     }
     const long bpn = block_panels(C);
     for (long u = u0; u < u1;) {
-        /* block: panels [u, u + k) of image n, packed at bp + j * C * NR */
+        /* block: panels [u, u + k) of image n; its last panel copied to bp if the image ends in it */
         const long n = u / pb->panels, q0 = u % pb->panels;
         long k = pb->panels - q0;
         if (k > bpn) k = bpn;
         if (k > u1 - u) k = u1 - u;
         for (long j = 0; j < k; j++) {
             const long p0 = (q0 + j) * NR;
-            pack_pixels(C, P, pb->x + n * C * P, p0, (int)(P - p0 < NR ? P - p0 : NR), bp + j * C * NR);
+            if (P - p0 >= NR) continue;   /* a full panel is read in place */
+            pack_pixels(C, P, pb->x + n * C * P, p0, (int)(P - p0), bp);
         }
+        /* the next block (its first k2 panels from image n2, panel q2), fetched during the last weight panel */
+        const long u2 = u + k, n2 = u2 / pb->panels, q2 = u2 % pb->panels;
+        long k2 = u2 < u1 ? pb->panels - q2 : 0;
+        if (k2 > bpn) k2 = bpn;
+        if (k2 > u1 - u2) k2 = u1 - u2;
         for (int b = b0; b < b1; b++) {
             const int o0 = b * MR, m = pb->O - o0 < MR ? pb->O - o0 : MR;
             const float *w = pb->wp + (long)b * C * MR;   /* (C, MR) */
+            /* the weight panel after this one: b + 1, or b0 again when another block follows */
+            const float *w_next = b + 1 < b1 ? w + C * MR : k2 ? pb->wp + (long)b0 * C * MR : w;
             for (long j = 0; j < k; j++) {
                 const long p0 = (q0 + j) * NR;
                 const int np = (int)(P - p0 < NR ? P - p0 : NR);
@@ -417,7 +520,17 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
                     e.bias = ep->bias ? ep->bias + o0 : NULL;
                     e.res = ep->residual ? ep->residual + (n * pb->O + o0) * (long)ep->ld_residual + p0 : NULL;
                 }
-                panel(C, w, bp + j * C * NR, m, np, y, P, &e);
+                /* a full panel in place (rows P apart), the image's last one from its copy */
+                const float *src = np == NR ? pb->x + n * C * P + p0 : bp;
+                e.ldb = np == NR ? P : NR;
+                e.pf_w = j == 0 ? w_next : w;
+                e.pf_x = src;
+                e.pf_ld = e.ldb;
+                if (b == b1 - 1 && j < k2) {
+                    e.pf_x = pb->x + n2 * C * P + (q2 + j) * NR;
+                    e.pf_ld = P;
+                }
+                panel(C, w, src, m, np, y, P, &e);
                 if (ep && !mxcc_act_in_registers(ep->act)) {   /* sigmoid, tanh, ...: on the stored tile */
                     mxcc_epilogue act = {0};
                     act.act = ep->act;
