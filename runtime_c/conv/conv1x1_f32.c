@@ -20,7 +20,8 @@
  * more than COL_MAX are left, then as column tiles (one vector of output channels per pixel).
  * Loop nest per thread: block of pixel panels (C x PW_BLOCK_FLOATS / C floats, kept in L2) -> weight panel
  * (C x MR, from L1/L2) -> pixel panel -> tile over all C, epilogue on the accumulators, store. The tiles
- * prefetch the next weight panel and, during a block's last weight panel, the next block's pixels.
+ * prefetch the next weight panel, during a block's first weight panel its next pixel panel, and during its
+ * last weight panel the next block's pixels.
  *
  * Threads: one parallel region per call. Work = (pixel panels of all images) x (weight panels). It is split
  * by pixel panels, or, when that balances worse (7x7 and 14x14 images: 2 and 7 panels), by weight panels
@@ -526,7 +527,10 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
                 e.pf_w = j == 0 ? w_next : w;
                 e.pf_x = src;
                 e.pf_ld = e.ldb;
-                if (b == b1 - 1 && j < k2) {
+                if (b == b0 && j + 1 < k) {          /* first touch of the block: its next panel */
+                    e.pf_x = pb->x + n * C * P + p0 + NR;
+                    e.pf_ld = P;
+                } else if (b == b1 - 1 && j < k2) {  /* the next block */
                     e.pf_x = pb->x + n2 * C * P + (q2 + j) * NR;
                     e.pf_ld = P;
                 }
