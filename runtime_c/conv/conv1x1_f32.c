@@ -546,6 +546,31 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
     }
 }
 
+/* The time of one weight panel over a pixel panel of np pixels, in 1/24 of a full tile (24 FMA vectors per
+ * channel): its pieces as panel() runs them. A full tile 24; a row tile of 16 lanes 12, of 8 lanes 6 on
+ * AVX-512 (quarter width) or 12 on AVX2 and C (NR / 2); a column tile of t pixels max(t, 4): t one-vector
+ * FMA chains, bound by the FMA latency (4 cycles) below 4 of them. */
+static long panel_cost(int np)
+{
+    if (np == NR) return 24;
+    long cost = 0;
+    for (int left = np; left > 0;) {
+        if (left <= COL_MAX) return cost + (left > 4 ? left : 4);
+        const int take = WIDTHS == 3 && left >= 16 ? 16 : left < 8 ? left : 8;
+        cost += WIDTHS == 3 ? (take == 16 ? 12 : 6) : 12;
+        left -= take;
+    }
+    return cost;
+}
+
+/* The cost of pixel panels [u0, u1) per weight panel: full ones 24 each, the short last panel of each image
+ * (unit panels - 1 of every image; there are u1 / panels - u0 / panels of them in the range) `tail`. */
+static long units_cost(long u0, long u1, long panels, long tail)
+{
+    const long tails = u1 / panels - u0 / panels;
+    return (u1 - u0 - tails) * 24 + tails * tail;
+}
+
 void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const float *wp, const mxcc_epilogue *ep,
                       float *y, float *scratch, int parallel)
 {
@@ -567,8 +592,16 @@ void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const floa
         run_range(&pb, scratch, 0, units, 0, nb);
         return;
     }
-    /* the split whose busiest thread has the fewest tiles; pixels on a tie (no duplicated packing) */
-    const long by_pixels = (units + nt - 1) / nt * nb, by_weights = units * ((nb + nt - 1) / nt);
+    /* the split whose busiest thread takes the least time (panel_cost); pixels on a tie (each thread then
+     * reads its own pixels). Counting panels alike, the 7x7 images' panels of 32 and 17 pixels went one to
+     * each thread and one waited 17% of 1024->1024@7 on 2 threads (608 -> 522 us split by weights). */
+    const long last = P - (long)(panels - 1) * NR, tail = panel_cost((int)last);
+    long busiest = 0;
+    for (int t = 0; t < nt; t++) {
+        const long c = units_cost(units * t / nt, units * (t + 1) / nt, panels, tail);
+        if (c > busiest) busiest = c;
+    }
+    const long by_pixels = busiest * nb, by_weights = units_cost(0, units, panels, tail) * ((nb + nt - 1) / nt);
     const int split_pixels = by_pixels <= by_weights;
 #pragma omp parallel num_threads(nt)
     {
