@@ -7,6 +7,27 @@
 
 #include "mxcc_runtime.h"
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+/* The arena and the bind-time weights: from 2 MiB up on 2 MiB boundaries and advised as huge pages (Linux,
+ * transparent huge pages in "madvise" mode, the common default), so a layer's weights and activations take a
+ * few TLB entries instead of one per 4 KiB. Smaller buffers: 64-byte aligned. */
+#define HUGE_BYTES ((size_t)2 << 20)
+static void *big_alloc(size_t bytes)
+{
+    if (bytes < HUGE_BYTES)
+        return aligned_alloc(64, (bytes + 63) / 64 * 64);
+    const size_t n = (bytes + HUGE_BYTES - 1) / HUGE_BYTES * HUGE_BYTES;
+    void *p = aligned_alloc(HUGE_BYTES, n);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (p)
+        (void)madvise(p, n, MADV_HUGEPAGE);   /* advice only: without it the pages are 4 KiB, nothing else */
+#endif
+    return p;
+}
+
 int mxcc_default_threads(void)
 {
 #ifdef _OPENMP
@@ -27,10 +48,10 @@ mxcc_ctx *mxcc_ctx_create(size_t arena_bytes, size_t derived_bytes, int n_slots,
         goto oom;
     ctx->arena_bytes = arena_bytes;
     /* NOTE: aligned_alloc needs a size that is a multiple of the alignment; the planner rounds up too. */
-    if (arena_bytes && !(ctx->arena = aligned_alloc(64, (arena_bytes + 63) / 64 * 64)))
+    if (arena_bytes && !(ctx->arena = big_alloc(arena_bytes)))
         goto oom;
     ctx->derived_bytes = derived_bytes;
-    if (derived_bytes && !(ctx->derived = aligned_alloc(64, (derived_bytes + 63) / 64 * 64)))
+    if (derived_bytes && !(ctx->derived = big_alloc(derived_bytes)))
         goto oom;
     ctx->n_slots = n_slots;
     if (!(ctx->slots = calloc(n_slots > 0 ? (size_t)n_slots : 1, sizeof(void *))))
