@@ -148,3 +148,53 @@ def test_random_dags_fused_planned_equal_unfused_naive(seed):
     b = mxcc.compile(net, shapes, params, fuse=False, plan=False, schedule=False)
     for oa, ob in zip(a.forward(data=x), b.forward(data=x)):
         assert rel_err(oa, ob.astype(np.float64)) <= 1e-5
+
+
+def _chain_net():
+    """A wide first layer (room in the arena), then alternating 1x1 and depthwise 3x3 layers of one size."""
+    x = sym.Activation(sym.Convolution(sym.Variable("data"), num_filter=64, kernel=(3, 3), pad=(1, 1),
+                                       name="wide"), act_type="relu")
+    x = sym.Convolution(x, num_filter=64, kernel=(3, 3), stride=(2, 2), pad=(1, 1), name="down")
+    for i in range(4):
+        x = sym.Activation(sym.Convolution(x, num_filter=64, kernel=(1, 1), no_bias=True, name=f"pw{i}"),
+                           act_type="relu")
+        x = sym.Activation(sym.Convolution(x, num_filter=64, num_group=64, kernel=(3, 3), pad=(1, 1),
+                                           no_bias=True, name=f"dw{i}"), act_type="relu")
+    return x, {"data": (1, 8, 28, 28)}
+
+
+def test_planner_keeps_writes_off_what_the_previous_kernel_read(monkeypatch):
+    """Least recently used placement (plan_memory._keep_apart): the same arena as first fit, every constraint
+    of the placement kept, and in the chain (past the wide layer) no kernel's output overlaps what the kernel
+    before it read."""
+    import importlib
+    pm = importlib.import_module("mxcc.passes.plan_memory")
+    net, shapes = _chain_net()
+    plan = run_pipeline(net.graph, shapes, CompileOptions())
+    _check_plan(plan)
+    assert plan.strategy.endswith("+lru")
+    monkeypatch.setattr(pm, "LRU_MAX_BUFFERS", 0)
+    first_fit = run_pipeline(net.graph, shapes, CompileOptions())
+    assert plan.arena_bytes == first_fit.arena_bytes
+    g = plan.graph
+    ranges = {k: (loc.offset, loc.offset + g.type_of(Ref(*k)).nbytes) for k, loc in plan.locations.items()
+              if loc.offset is not None and k in plan.live and k[1] >= 0}
+    clashes_before = 0
+    for k, (lo, hi) in ranges.items():
+        start = plan.live[k][0]
+        if start < 4:   # the wide layer's range is still the only room
+            continue
+        read_before = [r for r, (s, e) in plan.live.items() if r in ranges and e == start - 1]
+        for r in read_before:
+            rlo, rhi = ranges[r]
+            assert not (lo < rhi and rlo < hi), (g.output_name(Ref(*k)), g.output_name(Ref(*r)))
+    # first fit alone does write over the previous kernel's input here (the property is not vacuous)
+    ff = {k: (loc.offset, loc.offset + g.type_of(Ref(*k)).nbytes) for k, loc in first_fit.locations.items()
+          if loc.offset is not None and k in first_fit.live and k[1] >= 0}
+    for k, (lo, hi) in ff.items():
+        start = first_fit.live[k][0]
+        if start < 4:
+            continue
+        clashes_before += sum(1 for r, (s, e) in first_fit.live.items()
+                              if r in ff and e == start - 1 and lo < ff[r][1] and ff[r][0] < hi)
+    assert clashes_before > 0
