@@ -5,7 +5,9 @@ Location; graph inputs, parameters, aux states and outputs are host-bound slots 
 other group output gets a 64-byte aligned arena range that overlaps no other buffer live at the same step
 (live = from the step that writes it to the last step that reads it, through views). Two placement
 strategies are tried (greedy by size, greedy by definition order; both first-fit on offsets, as TFLite's
-"offset calculation") and the smaller arena wins. With plan=False every buffer gets its own range (naive).
+"offset calculation") and the smaller arena wins; then, within that arena, each buffer moves to the free
+range used least recently (`_keep_apart`: no kernel writes over what the one before it read, which costs
+cross-core invalidations on several threads). With plan=False every buffer gets its own range (naive).
 Elementwise kernels reuse the storage of an input that dies at their step (in-place, `plan.inplace`).
 Sizes use each value's real dtype. Folded groups (phase "prepare", passes/fold_constants.py) leave
 `graph.groups` for `plan.folded`: their values are placed the same way in ctx->derived (`plan.derived_buffers`,
