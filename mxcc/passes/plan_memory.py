@@ -6,7 +6,7 @@ other group output gets a 64-byte aligned arena range that overlaps no other buf
 (live = from the step that writes it to the last step that reads it, through views). Two placement
 strategies are tried (greedy by size, greedy by definition order; both first-fit on offsets, as TFLite's
 "offset calculation") and the smaller arena wins; then, within that arena, each buffer moves to the free
-range used least recently (`_keep_apart`: no kernel writes over what the one before it read, which costs
+range used least recently (`_least_recently_used`: no kernel writes over what the one before it read, which costs
 cross-core invalidations on several threads). With plan=False every buffer gets its own range (naive).
 Elementwise kernels reuse the storage of an input that dies at their step (in-place, `plan.inplace`).
 Sizes use each value's real dtype. Folded groups (phase "prepare", passes/fold_constants.py) leave
@@ -20,7 +20,7 @@ from mxcc.passes.fold_constants import PREPARE, bind_time_inputs
 from mxcc.plan import BufferSlot, Location, Plan, Slot
 
 ALIGN = 64
-LRU_MAX_BUFFERS = 256   # _keep_apart's bound (ResNet-50 inference: 55 buffers, 2 ms)
+LRU_MAX_BUFFERS = 256   # _least_recently_used's bound (ResNet-50 inference: 55 buffers, 2 ms)
 
 
 def _align(n: int) -> int:
@@ -214,13 +214,14 @@ def _place(buffers: list[BufferSlot], enabled: bool) -> tuple[list[BufferSlot], 
         arena = max((o + _align(b.nbytes) for o, b in zip(offsets, buffers)), default=0)
         if best is None or arena < best[0]:
             best = (arena, offsets, strategy)
-    strategy = best[2] + _keep_apart(buffers, best[1], best[0])
-    return [replace(b, offset=o) for b, o in zip(buffers, best[1])], strategy
+    offsets = _least_recently_used(buffers, best[1], best[0])
+    strategy = best[2] + ("+lru" if offsets != best[1] else "")
+    return [replace(b, offset=o) for b, o in zip(buffers, offsets)], strategy
 
 
-def _keep_apart(buffers: list[BufferSlot], offsets: list[int], arena: int) -> str:
-    """Move each buffer, in the order they are written and within the arena the placement needed, onto the
-    free range whose memory was last used longest ago (least recently used).
+def _least_recently_used(buffers: list[BufferSlot], offsets: list[int], arena: int) -> list[int]:
+    """The offsets after moving each buffer, in the order they are written and within the arena the placement
+    needed, onto the free range whose memory was last used longest ago.
 
     First fit packs a chain of layers into two ranges, so a kernel writes over what the kernel before it read.
     When threads split those two kernels differently (a pointwise layer split by output channels reads all of
@@ -229,10 +230,10 @@ def _keep_apart(buffers: list[BufferSlot], offsets: list[int], arena: int) -> st
     and 20 us writing over memory untouched for several layers (a C driver: 16 us over lines one core held,
     40 us over lines both held). On one thread the same (MobileNet 1.0: 11663 vs 11697 us summed over its
     kernels). Each move keeps every constraint of the placement (checked against all other buffers), so the
-    arena does not grow. Returns "+lru" if any buffer moved. Cubic in the buffers: skipped past LRU_MAX_BUFFERS."""
+    arena does not grow. Cubic in the buffers: skipped past LRU_MAX_BUFFERS."""
+    offsets = list(offsets)
     if len(buffers) > LRU_MAX_BUFFERS:
-        return ""
-    moved = False
+        return offsets
     for i in sorted(range(len(buffers)), key=lambda i: buffers[i].start):
         b, size = buffers[i], _align(buffers[i].nbytes)
         others = [j for j in range(len(buffers)) if j != i]
@@ -248,10 +249,9 @@ def _keep_apart(buffers: list[BufferSlot], offsets: list[int], arena: int) -> st
             last = max((e for lo, hi, e in past if lo < off + size and off < hi), default=-1)
             if best is None or last < best[0]:
                 best = (last, off)
-        if best and best[1] != offsets[i]:
+        if best:
             offsets[i] = best[1]
-            moved = True
-    return "+lru" if moved else ""
+    return offsets
 
 
 def _first_fit(buffers: list[BufferSlot], order: list[int]) -> list[int]:

@@ -164,7 +164,7 @@ def _chain_net():
 
 
 def test_planner_keeps_writes_off_what_the_previous_kernel_read(monkeypatch):
-    """Least recently used placement (plan_memory._keep_apart): the same arena as first fit, every constraint
+    """Least recently used placement (plan_memory._least_recently_used): the same arena as first fit, every constraint
     of the placement kept, and in the chain (past the wide layer) no kernel's output overlaps what the kernel
     before it read."""
     import importlib
