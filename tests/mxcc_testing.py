@@ -103,6 +103,56 @@ def check_within(y, want, bound):
         f"max err {err.max():.3g} at {np.unravel_index(np.argmax(err - bound), err.shape)}"
 
 
+def conv_kernel_cdef(runtime: Path, prefix: str, count: int, geom: bool = True, extra: str = "") -> str:
+    """cffi declarations of a runtime_c/conv kernel family: mxcc_gemm.h's types, mxcc_conv_geom (`geom`), the
+    `count` declarations in mxcc_conv.h whose names start with `prefix`, `extra`, and OpenMP's thread count."""
+    import re
+    gemm = (runtime / "gemm" / "mxcc_gemm.h").read_text()
+    parts = re.findall(r"typedef (?:enum|struct) \w+ \{.*?\} \w+;", gemm, re.S)
+    conv = re.sub(r"/\*.*?\*/", "", (runtime / "conv" / "mxcc_conv.h").read_text(), flags=re.S)
+    if geom:
+        parts.append(re.search(r"typedef struct mxcc_conv_geom \{.*?\} mxcc_conv_geom;", conv, re.S).group(0))
+    decls = re.findall(rf"\n([^\n;#]*{prefix}\w*\([^;]*;)", conv)
+    assert len(decls) == count, decls
+    return "\n".join([*parts, *decls]) + "\n" + extra + "void omp_set_num_threads(int);\nint omp_get_max_threads(void);\n"
+
+
+def conv_reference(x, w, k, s, p, d, out, rtol):
+    """(acc, bound): w (O, K) . im2col(x) (N, K, P) in float64, and its float32 rounding bound
+    rtol * sqrt(K) * (|w| . |cols|) per output."""
+    cols = np.stack([im2col_np(xi.astype(np.float64), k, s, p, d, out) for xi in x])   # (N, K, P)
+    acc = np.einsum("ok,nkp->nop", w.astype(np.float64), cols)
+    bound = rtol * np.sqrt(w.shape[1]) * np.einsum("ok,nkp->nop", np.abs(w), np.abs(cols)) + 1e-30
+    return acc, bound
+
+
+def run_guarded(lib, threads, scratch_floats, out_shape, call, what: str):
+    """y after call(y, scratch) with OpenMP at `threads` (restored after; None: as it is): y starts as NaN
+    (every element must be written) and a NaN guard after the scratch of scratch_floats() floats (asked
+    with the threads set) must survive."""
+    before = lib.omp_get_max_threads()
+    if threads:
+        lib.omp_set_num_threads(threads)
+    try:
+        n = scratch_floats()
+        scratch = np.full(n + 64, np.nan, np.float32)
+        y = np.full(out_shape, np.nan, np.float32)
+        call(y, scratch)
+    finally:
+        lib.omp_set_num_threads(before)
+    assert np.isnan(scratch[n:]).all(), f"written past {what}"
+    return y
+
+
+def check_same_bits_on_threads(prob):
+    """prob.run(parallel, threads) on 1 thread, on 2, and serially with 2 available: within prob's bound and
+    the same bits each time (every output is one sum whatever the split)."""
+    one, two, serial = prob.run(1, threads=1), prob.run(1, threads=2), prob.run(0, threads=2)
+    prob.check(two)
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(one, serial)
+
+
 def runnable_marches(marches, base=lambda m: m):
     """The -march targets whose ISA this CPU runs (`base` maps a build name to its -march value)."""
     from benchmarks._build_gemm import predefined_macros

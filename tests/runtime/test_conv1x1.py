@@ -10,14 +10,13 @@ epilogue, plus a few ulp of the epilogue's own roundings.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from mxcc_testing import (EPILOGUE_CASES, build_isa_libs, check_within, epilogue_reference, load_isa_lib,
-                          run_sanitizer_driver, float_buf as _f)
+from mxcc_testing import (EPILOGUE_CASES, build_isa_libs, check_same_bits_on_threads, check_within, conv_kernel_cdef,
+                          epilogue_reference, load_isa_lib, run_guarded, run_sanitizer_driver, float_buf as _f)
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime_c"
@@ -27,12 +26,7 @@ MARCHES = ["native", "haswell", "x86-64"]
 
 
 def _cdef() -> str:
-    gemm = (RUNTIME / "gemm" / "mxcc_gemm.h").read_text()
-    types = re.findall(r"typedef (?:enum|struct) \w+ \{.*?\} \w+;", gemm, re.S)
-    conv = re.sub(r"/\*.*?\*/", "", (RUNTIME / "conv" / "mxcc_conv.h").read_text(), flags=re.S)
-    decls = re.findall(r"\n([^\n;#]*mxcc_conv1x1\w*\([^;]*;)", conv)
-    assert len(decls) == 4, decls
-    return "\n".join([*types, *decls]) + "\nvoid omp_set_num_threads(int);\nint omp_get_max_threads(void);\n"
+    return conv_kernel_cdef(RUNTIME, "mxcc_conv1x1", 4, geom=False)
 
 
 @pytest.fixture(scope="module")
@@ -66,19 +60,12 @@ class Pointwise:
 
     def run(self, parallel=1, threads=None):
         ffi, lib = self.ffi, self.lib
-        before = lib.omp_get_max_threads()
-        if threads:
-            lib.omp_set_num_threads(threads)
-        try:
-            n = lib.mxcc_conv1x1_scratch_floats(self.C, 0)
-            scratch = np.full(n + 64, np.nan, np.float32)                         # a NaN guard after it
-            y = np.full((self.batch, self.O, self.P), np.nan, np.float32)         # every element written
-            lib.mxcc_conv1x1_f32(self.batch, self.C, self.P, self.O, _f(ffi, self.x), _f(ffi, self.wp), self.ep,
-                                 _f(ffi, y), _f(ffi, scratch), parallel)
-        finally:
-            lib.omp_set_num_threads(before)
-        assert np.isnan(scratch[n:]).all(), "written past mxcc_conv1x1_scratch_floats"
-        return y
+        return run_guarded(lib, threads, lambda: lib.mxcc_conv1x1_scratch_floats(self.C, 0),
+                           (self.batch, self.O, self.P),
+                           lambda y, scratch: lib.mxcc_conv1x1_f32(self.batch, self.C, self.P, self.O,
+                                                                   _f(ffi, self.x), _f(ffi, self.wp), self.ep,
+                                                                   _f(ffi, y), _f(ffi, scratch), parallel),
+                           "mxcc_conv1x1_scratch_floats")
 
     def check(self, y):
         check_within(y, self.want, self.bound)
@@ -87,7 +74,7 @@ class Pointwise:
 # (batch, C, P, O): tails of every tile dimension; P = 1, a half-width last panel, 7x7, 14x14
 SHAPES = [(1, 1, 1, 1), (3, 5, 1, 13), (1, 19, 33, 29), (3, 7, 49, 12), (1, 32, 196, 64), (2, 3, 47, 5),
           (1, 64, 100, 25), (1, 130, 17, 7), (3, 2, 65, 40),
-          (2, 300, 300, 20)]   # 6 panels per packed block (PW_BLOCK_FLOATS), 10 per image: 2 blocks per image
+          (2, 300, 300, 20)]   # 6 panels per block (PW_BLOCK_FLOATS), 10 per image: 2 blocks per image
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "n{}c{}p{}o{}".format(*s))
@@ -107,11 +94,7 @@ def test_conv1x1_epilogue(isa, ep, act):
                                    (1, 64, 49, 128),    # 2 panels, 11+ weight panels: split by weights
                                    (3, 16, 70, 50)], ids=lambda s: "n{}c{}p{}o{}".format(*s))
 def test_conv1x1_threads_give_identical_bits(isa, shape):
-    prob = Pointwise(*isa, *shape, ep=("scale", "shift", "residual"), act="RELU", seed=2)
-    one, two, serial = prob.run(1, threads=1), prob.run(1, threads=2), prob.run(0, threads=2)
-    prob.check(two)
-    np.testing.assert_array_equal(one, two)
-    np.testing.assert_array_equal(one, serial)
+    check_same_bits_on_threads(Pointwise(*isa, *shape, ep=("scale", "shift", "residual"), act="RELU", seed=2))
 
 
 # native: the AVX-512 tile (ASan does not see inside masked stores, but sees the indexing around them);

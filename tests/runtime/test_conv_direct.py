@@ -11,14 +11,14 @@ tests/runtime/test_conv_packed.py), the same bound scaled through the epilogue, 
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from mxcc_testing import (EPILOGUE_CASES, build_isa_libs, check_within, epilogue_reference, load_isa_lib,
-                          run_sanitizer_driver, conv_geom as _geom, float_buf as _f, im2col_np)
+from mxcc_testing import (EPILOGUE_CASES, build_isa_libs, check_same_bits_on_threads, check_within, conv_kernel_cdef,
+                          conv_reference, epilogue_reference, load_isa_lib, run_guarded, run_sanitizer_driver,
+                          conv_geom as _geom, float_buf as _f)
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime_c"
@@ -29,13 +29,7 @@ MARCHES = ["native", "haswell", "x86-64"]
 
 
 def _cdef() -> str:
-    gemm = (RUNTIME / "gemm" / "mxcc_gemm.h").read_text()
-    types = re.findall(r"typedef (?:enum|struct) \w+ \{.*?\} \w+;", gemm, re.S)
-    conv = (RUNTIME / "conv" / "mxcc_conv.h").read_text()
-    geom = re.search(r"typedef struct mxcc_conv_geom \{.*?\} mxcc_conv_geom;", conv, re.S).group(0)
-    decls = re.findall(r"\n([^\n;]*mxcc_conv_direct\w*\([^;]*;)", re.sub(r"/\*.*?\*/", "", conv, flags=re.S))
-    assert len(decls) == 3, decls
-    return "\n".join([*types, geom, *decls]) + "\nvoid omp_set_num_threads(int);\nint omp_get_max_threads(void);\n"
+    return conv_kernel_cdef(RUNTIME, "mxcc_conv_direct", 3)
 
 
 @pytest.fixture(scope="module")
@@ -64,27 +58,18 @@ class Conv:
         self.wp = np.full(self.K * op + 16, np.nan, np.float32)   # a NaN guard after the packed weight
         lib.mxcc_conv_direct_pack_f32(self.K, O, _f(ffi, self.w), _f(ffi, self.wp))
         assert np.isnan(self.wp[self.K * op:]).all() and not np.isnan(self.wp[:self.K * op]).any()
-        cols = np.stack([im2col_np(xi.astype(np.float64), k, s, p, d, out) for xi in self.x])  # (N, K, P)
-        acc = np.einsum("ok,nkp->nop", self.w.astype(np.float64), cols)
-        bound = RTOL * np.sqrt(self.K) * np.einsum("ok,nkp->nop", np.abs(self.w), np.abs(cols)) + 1e-30
+        acc, bound = conv_reference(self.x, self.w, k, s, p, d, out, RTOL)
         self.keep = []
         self.ep, self.want, self.bound = epilogue_reference(ffi, lib, rng, acc, bound, ep, act, self.keep)
 
     def run(self, parallel=1, threads=None):
         ffi, lib = self.ffi, self.lib
-        before = lib.omp_get_max_threads()
-        if threads:
-            lib.omp_set_num_threads(threads)
-        try:
-            n = lib.mxcc_conv_direct_scratch_floats(self.g, self.batch, self.O, 0)
-            scratch = np.full(n + 64, np.nan, np.float32)      # a NaN guard after the scratch
-            y = np.full((self.batch, self.O, self.P), np.nan, np.float32)   # every element must be written
-            lib.mxcc_conv_direct_f32(self.g, self.batch, self.O, _f(ffi, self.x), _f(ffi, self.wp), self.ep,
-                                     _f(ffi, y), _f(ffi, scratch), parallel)
-        finally:
-            lib.omp_set_num_threads(before)
-        assert np.isnan(scratch[n:]).all(), "written past mxcc_conv_direct_scratch_floats"
-        return y
+        return run_guarded(lib, threads, lambda: lib.mxcc_conv_direct_scratch_floats(self.g, self.batch, self.O, 0),
+                           (self.batch, self.O, self.P),
+                           lambda y, scratch: lib.mxcc_conv_direct_f32(self.g, self.batch, self.O, _f(ffi, self.x),
+                                                                       _f(ffi, self.wp), self.ep, _f(ffi, y),
+                                                                       _f(ffi, scratch), parallel),
+                           "mxcc_conv_direct_scratch_floats")
 
     def check(self, y):
         check_within(y, self.want, self.bound)
@@ -136,11 +121,7 @@ def test_direct_conv_epilogue(isa, ep, act):
 ], ids=_id)
 def test_direct_conv_threads_give_identical_bits(isa, geo):
     ffi, lib = isa
-    prob = Conv(ffi, lib, *geo, ep=("scale", "shift", "residual"), act="RELU", seed=2)
-    one, two, serial = prob.run(1, threads=1), prob.run(1, threads=2), prob.run(0, threads=2)
-    prob.check(two)
-    np.testing.assert_array_equal(one, two)
-    np.testing.assert_array_equal(one, serial)
+    check_same_bits_on_threads(Conv(ffi, lib, *geo, ep=("scale", "shift", "residual"), act="RELU", seed=2))
 
 
 # native: the AVX-512 loads/stores (ASan does not see inside masked ones, but sees the staging, the tap

@@ -11,14 +11,14 @@ same bound scaled through the epilogue (|scale|, then the residual's own magnitu
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from mxcc_testing import (EPILOGUE_CASES, build_isa_libs, check_within, epilogue_reference, load_isa_lib,
-                          run_sanitizer_driver, conv_geom as _geom, float_buf as _f, im2col_np)
+from mxcc_testing import (EPILOGUE_CASES, build_isa_libs, check_same_bits_on_threads, check_within, conv_kernel_cdef,
+                          conv_reference, epilogue_reference, load_isa_lib, run_guarded, run_sanitizer_driver,
+                          conv_geom as _geom, float_buf as _f)
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime_c"
@@ -32,18 +32,10 @@ EXTRA = {"native-kc": ["-DCONV_PACKED_KC=100"]}
 
 
 def _cdef() -> str:
-    gemm = (RUNTIME / "gemm" / "mxcc_gemm.h").read_text()
-    types = re.findall(r"typedef (?:enum|struct) \w+ \{.*?\} \w+;", gemm, re.S)
-    conv = (RUNTIME / "conv" / "mxcc_conv.h").read_text()
-    geom = re.search(r"typedef struct mxcc_conv_geom \{.*?\} mxcc_conv_geom;", conv, re.S).group(0)
-    decls = re.findall(r"\n([^\n;]*mxcc_conv_packed\w*\([^;]*;)", re.sub(r"/\*.*?\*/", "", conv, flags=re.S))
-    assert len(decls) == 2, decls
-    return "\n".join([*types, geom, *decls]) + """
+    return conv_kernel_cdef(RUNTIME, "mxcc_conv_packed", 2, extra="""\
 void mxcc_gemm_pack_b_f32(int trans_b, int K, int N, const float *B, int ldb, float *Bp);
 long mxcc_gemm_packed_b_floats(int K, int N);
-void omp_set_num_threads(int);
-int omp_get_max_threads(void);
-"""
+""")
 
 
 @pytest.fixture(scope="module")
@@ -71,27 +63,18 @@ class Conv:
         self.w = rng.standard_normal((O, self.K)).astype(np.float32)
         self.wp = np.full(lib.mxcc_gemm_packed_b_floats(self.K, O), np.nan, np.float32)
         lib.mxcc_gemm_pack_b_f32(1, self.K, O, _f(ffi, self.w), self.K, _f(ffi, self.wp))
-        cols = np.stack([im2col_np(xi.astype(np.float64), k, s, p, d, out) for xi in self.x])  # (N, K, P)
-        acc = np.einsum("ok,nkp->nop", self.w.astype(np.float64), cols)
-        bound = GEMM_RTOL * np.sqrt(self.K) * np.einsum("ok,nkp->nop", np.abs(self.w), np.abs(cols)) + 1e-30
+        acc, bound = conv_reference(self.x, self.w, k, s, p, d, out, GEMM_RTOL)
         self.keep = []
         self.ep, self.want, self.bound = epilogue_reference(ffi, lib, rng, acc, bound, ep, act, self.keep)
 
     def run(self, parallel=1, threads=None):
         ffi, lib = self.ffi, self.lib
-        before = lib.omp_get_max_threads()
-        if threads:
-            lib.omp_set_num_threads(threads)
-        try:
-            n = lib.mxcc_conv_packed_scratch_floats(self.g, self.batch, self.O, 0)
-            scratch = np.full(n + 64, np.nan, np.float32)      # a NaN guard after the scratch
-            y = np.full((self.batch, self.O, self.P), np.nan, np.float32)   # every element must be written
-            lib.mxcc_conv_packed_f32(self.g, self.batch, self.O, _f(ffi, self.x), _f(ffi, self.wp), self.ep,
-                                     _f(ffi, y), _f(ffi, scratch), parallel)
-        finally:
-            lib.omp_set_num_threads(before)
-        assert np.isnan(scratch[n:]).all(), "written past mxcc_conv_packed_scratch_floats"
-        return y
+        return run_guarded(lib, threads, lambda: lib.mxcc_conv_packed_scratch_floats(self.g, self.batch, self.O, 0),
+                           (self.batch, self.O, self.P),
+                           lambda y, scratch: lib.mxcc_conv_packed_f32(self.g, self.batch, self.O, _f(ffi, self.x),
+                                                                       _f(ffi, self.wp), self.ep, _f(ffi, y),
+                                                                       _f(ffi, scratch), parallel),
+                           "mxcc_conv_packed_scratch_floats")
 
     def check(self, y):
         check_within(y, self.want, self.bound)
@@ -143,11 +126,7 @@ def test_packed_conv_epilogue(isa, ep, act):
 ], ids=_id)
 def test_packed_conv_threads_give_identical_bits(isa, geo):
     ffi, lib = isa
-    prob = Conv(ffi, lib, *geo, ep=("scale", "shift", "residual"), act="RELU", seed=2)
-    one, two, serial = prob.run(1, threads=1), prob.run(1, threads=2), prob.run(0, threads=2)
-    prob.check(two)
-    np.testing.assert_array_equal(one, two)
-    np.testing.assert_array_equal(one, serial)
+    check_same_bits_on_threads(Conv(ffi, lib, *geo, ep=("scale", "shift", "residual"), act="RELU", seed=2))
 
 
 # native: the AVX-512 gather/store (ASan does not see inside masked loads/stores, but sees the tile, scratch
