@@ -166,23 +166,10 @@ def main() -> None:
                 for r in harness.run_worker(__file__, {"isa": isa, "threads": threads, "min_time": args.min_time},
                                             threads):
                     rounds.setdefault((r["layer"], r["flops"]), {}).setdefault(isa, []).append(r["samples"])
-        for (layer, flops), by_isa in rounds.items():
-            row = {"threads": threads, "layer": layer}
-            med = {}
-            for isa in isas:
-                st = harness.summarize_rounds(by_isa[isa])
-                med[isa] = st["median_s"]
-                row[f"{isa} us"] = f"{st['median_s'] * 1e6:.1f}"
-                row[f"{isa} GF/s"] = f"{flops / st['median_s'] * 1e-9:.1f}"
-                records.append({"bench": "conv_depthwise", "threads": threads, "layer": layer, "isa": isa, **st})
-            if "ort" in isas:
-                for isa in isas:
-                    if isa != "ort":
-                        row[f"ort/{isa}"] = f"{med['ort'] / med[isa]:.2f}"
-            rows.append(row)
-    cols = [("threads", "threads"), ("layer", "layer")] + [(f"{i} {u}", f"{i} {u}") for i in isas for u in ("us", "GF/s")]
-    if "ort" in isas:
-        cols += [(f"ort/{i}", f"ort/{i}") for i in isas if i != "ort"]
+        r, cols, rec = harness.engine_rows(rounds, isas, threads, "conv_depthwise", [harness.US(1), harness.GFLOPS],
+                                           [(f"ort/{i}", "ort", i) for i in isas if i != "ort"], key="isa")
+        rows += r
+        records += rec
     harness.print_table(rows, cols)
     harness.append_jsonl(args.json, records)
 

@@ -86,21 +86,10 @@ def main() -> None:
     for threads in map(int, args.threads.split(",")):
         rounds = harness.alternate_engines(__file__, engines, threads, args.rounds,
                                            {"min_time": args.min_time, "only": args.only})
-        for (layer, flops), by_engine in rounds.items():
-            row = {"threads": threads, "layer": layer}
-            med = {}
-            for engine in engines:
-                st = harness.summarize_rounds(by_engine[engine])
-                med[engine] = st["median_s"]
-                row[f"{engine} us"] = f"{st['median_s'] * 1e6:.0f}"
-                records.append({"bench": "conv1x1", "threads": threads, "layer": layer, "engine": engine, **st})
-            if "ort" in med:
-                for e in engines:
-                    if e != "ort":
-                        row[f"ort/{e}"] = f"{med['ort'] / med[e]:.2f}"
-            rows.append(row)
-    cols = [("threads", "threads"), ("layer", "layer")] + [(f"{e} us", f"{e} us") for e in engines]
-    cols += [(f"ort/{e}", f"ort/{e}") for e in engines if e != "ort" and "ort" in engines]
+        r, cols, rec = harness.engine_rows(rounds, engines, threads, "conv1x1", [harness.US()],
+                                           [(f"ort/{e}", "ort", e) for e in engines if e != "ort"])
+        rows += r
+        records += rec
     harness.print_table(rows, cols)
     harness.append_jsonl(args.json, records)
 

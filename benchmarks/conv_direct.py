@@ -20,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 import harness  # noqa: E402
-from conv_packed import _aligned, _build, _ort_session  # noqa: E402
+from conv_packed import _aligned, _build, _ort_session, layer_setup  # noqa: E402
 
 
 # (name, batch, C, size, kernel, stride, pad, O)
@@ -39,37 +39,24 @@ def worker(spec: dict) -> list[dict]:
     rng = np.random.default_rng(0)
     results = []
     for name, batch, c, size, k, s, p, o in LAYERS:
-        out = (size + 2 * p - k) // s + 1
-        K, P = c * k * k, out * out
-        x = rng.standard_normal((batch, c, size, size)).astype(np.float32)
-        w = (rng.standard_normal((o, c, k, k)) / np.sqrt(K)).astype(np.float32)
-        b = rng.standard_normal(o).astype(np.float32)
+        L = layer_setup(np, ffi, lib, rng, batch, c, size, k, s, p, o, par)
+        K, P = L.K, L.P
         if engine == "ort":
-            sess = _ort_session(batch, c, size, k, s, p, o, w, b, threads)
-            call = lambda: sess.run(None, {"x": x})   # noqa: E731
+            sess = _ort_session(batch, c, size, k, s, p, o, L.w, L.b, threads)
+            call = lambda: sess.run(None, {"x": L.x})   # noqa: E731
         else:
-            g = ffi.new("mxcc_conv_geom *", {"channels": c, "in": (1, size, size), "out": (1, out, out),
-                                             "k": (1, k, k), "stride": (1, s, s), "pad": (0, p, p),
-                                             "dilate": (1, 1, 1)})
-            y = _aligned(np, batch * o * P)
-            ep = ffi.new("mxcc_epilogue *", {"bias": ffi.from_buffer("float[]", b), "per_row": 1})
-            px, pw, py = (ffi.from_buffer("float[]", a) for a in (x, w, y))
             if engine == "packed":
-                wp = _aligned(np, lib.mxcc_gemm_packed_b_floats(K, o))
-                lib.mxcc_gemm_pack_b_f32(1, K, o, pw, K, ffi.from_buffer("float[]", wp))
-                scratch = _aligned(np, lib.mxcc_conv_packed_scratch_floats(g, batch, o, 0))
-                fn = lib.mxcc_conv_packed_f32
+                call = L.packed()
             else:
                 wp = _aligned(np, K * -(-o // 8) * 8)
-                lib.mxcc_conv_direct_pack_f32(K, o, pw, ffi.from_buffer("float[]", wp))
-                scratch = _aligned(np, lib.mxcc_conv_direct_scratch_floats(g, batch, o, 0))
-                fn = lib.mxcc_conv_direct_f32
-            pwp, psc = ffi.from_buffer("float[]", wp), ffi.from_buffer("float[]", scratch)
-            call = lambda: fn(g, batch, o, px, pwp, ep, py, psc, par)   # noqa: E731
+                lib.mxcc_conv_direct_pack_f32(K, o, L.pw, ffi.from_buffer("float[]", wp))
+                scratch = _aligned(np, lib.mxcc_conv_direct_scratch_floats(L.g, batch, o, 0))
+                pwp, psc = ffi.from_buffer("float[]", wp), ffi.from_buffer("float[]", scratch)
+                call = lambda: lib.mxcc_conv_direct_f32(L.g, batch, o, L.px, pwp, L.ep, L.py, psc, par)  # noqa: E731
             call()
-            want = np.einsum("ok,nkp->nop", w.reshape(o, K).astype(np.float64),
-                             _cols(x.astype(np.float64), k, s, p, out)) + b[None, :, None]
-            assert np.abs(y.reshape(batch, o, P) - want).max() < 1e-3 * np.abs(want).max(), (engine, name)
+            want = np.einsum("ok,nkp->nop", L.w.reshape(o, K).astype(np.float64),
+                             _cols(L.x.astype(np.float64), k, s, p, L.out)) + L.b[None, :, None]
+            assert np.abs(L.y.reshape(batch, o, P) - want).max() < 1e-3 * np.abs(want).max(), (engine, name)
         samples = harness.time_call(call, min_time=spec["min_time"])
         results.append({"layer": name, "flops": 2 * batch * o * P * K, "samples": samples})
     return results
@@ -94,22 +81,10 @@ def main() -> None:
     rows, records = [], []
     for threads in map(int, args.threads.split(",")):
         rounds = harness.alternate_engines(__file__, engines, threads, args.rounds, {"min_time": args.min_time})
-        for (layer, flops), by_engine in rounds.items():
-            row = {"threads": threads, "layer": layer}
-            med = {}
-            for engine in engines:
-                st = harness.summarize_rounds(by_engine[engine])
-                med[engine] = st["median_s"]
-                row[f"{engine} us"] = f"{st['median_s'] * 1e6:.0f}"
-                row[f"{engine} GF/s"] = f"{flops / st['median_s'] * 1e-9:.1f}"
-                records.append({"bench": "conv_direct", "threads": threads, "layer": layer, "engine": engine, **st})
-            for other in engines[1:]:
-                if "direct" in med:
-                    row[f"{other}/direct"] = f"{med[other] / med['direct']:.2f}"
-            rows.append(row)
-    cols = [("threads", "threads"), ("layer", "layer")]
-    cols += [(f"{e} {u}", f"{e} {u}") for e in engines for u in ("us", "GF/s")]
-    cols += [(f"{e}/direct", f"{e}/direct") for e in engines[1:] if "direct" in engines]
+        r, cols, rec = harness.engine_rows(rounds, engines, threads, "conv_direct", [harness.US(), harness.GFLOPS],
+                                           [(f"{e}/direct", e, "direct") for e in engines[1:]])
+        rows += r
+        records += rec
     harness.print_table(rows, cols)
     harness.append_jsonl(args.json, records)
 

@@ -127,6 +127,34 @@ def _ort_session(batch, c, size, k, s, p, o, w, b, threads):
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
+def layer_setup(np, ffi, lib, rng, batch, c, size, k, s, p, o, par):
+    """One square layer of LAYERS: random x, w (scaled by 1/sqrt(K)) and bias, and, given a build (ffi), its
+    geometry, a 64-byte aligned output y, the bias epilogue, and `packed`: mxcc_conv_packed_f32 on the whole
+    batch with the weight packed beforehand. Shared with benchmarks/conv_direct.py."""
+    from types import SimpleNamespace
+    out = (size + 2 * p - k) // s + 1
+    L = SimpleNamespace(out=out, K=c * k * k, P=out * out)
+    L.x = rng.standard_normal((batch, c, size, size)).astype(np.float32)
+    L.w = (rng.standard_normal((o, c, k, k)) / np.sqrt(L.K)).astype(np.float32)
+    L.b = rng.standard_normal(o).astype(np.float32)
+    if ffi is None:
+        return L
+    L.g = ffi.new("mxcc_conv_geom *", {"channels": c, "in": (1, size, size), "out": (1, out, out), "k": (1, k, k),
+                                       "stride": (1, s, s), "pad": (0, p, p), "dilate": (1, 1, 1)})
+    L.y = _aligned(np, batch * o * L.P)
+    L.ep = ffi.new("mxcc_epilogue *", {"bias": ffi.from_buffer("float[]", L.b), "per_row": 1})
+    L.px, L.pw, L.py = (ffi.from_buffer("float[]", a) for a in (L.x, L.w, L.y))
+
+    def packed():
+        wp = _aligned(np, lib.mxcc_gemm_packed_b_floats(L.K, o))
+        lib.mxcc_gemm_pack_b_f32(1, L.K, o, L.pw, L.K, ffi.from_buffer("float[]", wp))
+        scratch = _aligned(np, lib.mxcc_conv_packed_scratch_floats(L.g, batch, o, 0))
+        pwp, psc = ffi.from_buffer("float[]", wp), ffi.from_buffer("float[]", scratch)
+        return lambda: lib.mxcc_conv_packed_f32(L.g, batch, o, L.px, pwp, L.ep, L.py, psc, par)
+    L.packed = packed
+    return L
+
+
 def worker(spec: dict) -> list[dict]:
     import numpy as np
     sys.path.insert(0, str(HERE.parent))
@@ -138,27 +166,15 @@ def worker(spec: dict) -> list[dict]:
     rng = np.random.default_rng(0)
     results = []
     for name, batch, c, size, k, s, p, o in LAYERS:
-        out = (size + 2 * p - k) // s + 1
-        K, P = c * k * k, out * out
-        x = rng.standard_normal((batch, c, size, size)).astype(np.float32)
-        w = (rng.standard_normal((o, c, k, k)) / np.sqrt(K)).astype(np.float32)
-        b = rng.standard_normal(o).astype(np.float32)
+        L = layer_setup(np, ffi, lib, rng, batch, c, size, k, s, p, o, par)
+        K, P, x = L.K, L.P, L.x
         if engine == "ort":
-            sess = _ort_session(batch, c, size, k, s, p, o, w, b, threads)
+            sess = _ort_session(batch, c, size, k, s, p, o, L.w, L.b, threads)
             call = lambda: sess.run(None, {"x": x})   # noqa: E731
         else:
-            g = ffi.new("mxcc_conv_geom *", {"channels": c, "in": (1, size, size), "out": (1, out, out),
-                                             "k": (1, k, k), "stride": (1, s, s), "pad": (0, p, p),
-                                             "dilate": (1, 1, 1)})
-            y = _aligned(np, batch * o * P)
-            ep = ffi.new("mxcc_epilogue *", {"bias": ffi.from_buffer("float[]", b), "per_row": 1})
-            px, pw, py = (ffi.from_buffer("float[]", a) for a in (x, w, y))
+            g, ep, px, pw, py = L.g, L.ep, L.px, L.pw, L.py
             if engine == "packed":
-                wp = _aligned(np, lib.mxcc_gemm_packed_b_floats(K, o))
-                lib.mxcc_gemm_pack_b_f32(1, K, o, pw, K, ffi.from_buffer("float[]", wp))
-                scratch = _aligned(np, lib.mxcc_conv_packed_scratch_floats(g, batch, o, 0))
-                pwp, psc = ffi.from_buffer("float[]", wp), ffi.from_buffer("float[]", scratch)
-                call = lambda: lib.mxcc_conv_packed_f32(g, batch, o, px, pwp, ep, py, psc, par)   # noqa: E731
+                call = L.packed()
             elif k == 1 and s == 1 and p == 0:
                 def call():
                     for n in range(batch):
@@ -192,20 +208,10 @@ def main() -> None:
     rows, records = [], []
     for threads in map(int, args.threads.split(",")):
         rounds = harness.alternate_engines(__file__, engines, threads, args.rounds, {"min_time": args.min_time})
-        for (layer, flops), by_engine in rounds.items():
-            row = {"threads": threads, "layer": layer}
-            med = {}
-            for engine in engines:
-                st = harness.summarize_rounds(by_engine[engine])
-                med[engine] = st["median_s"]
-                row[f"{engine} GF/s"] = f"{flops / st['median_s'] * 1e-9:.1f}"
-                records.append({"bench": "conv_packed", "threads": threads, "layer": layer, "engine": engine, **st})
-            for other in engines[1:]:
-                if "packed" in med:
-                    row[f"packed/{other}"] = f"{med[other] / med['packed']:.2f}"
-            rows.append(row)
-    cols = [("threads", "threads"), ("layer", "layer")] + [(f"{e} GF/s", f"{e} GF/s") for e in engines]
-    cols += [(f"packed/{e}", f"packed/{e}") for e in engines[1:] if "packed" in engines]
+        r, cols, rec = harness.engine_rows(rounds, engines, threads, "conv_packed", [harness.GFLOPS],
+                                           [(f"packed/{e}", e, "packed") for e in engines[1:]])
+        rows += r
+        records += rec
     harness.print_table(rows, cols)
     harness.append_jsonl(args.json, records)
 

@@ -99,6 +99,39 @@ def alternate_engines(script: str | Path, engines: list[str], threads: int, roun
     return out
 
 
+def US(digits: int = 0):
+    """A column of medians in microseconds, `digits` after the point (for engine_rows' `units`)."""
+    return "us", lambda median_s, flops: f"{median_s * 1e6:.{digits}f}"
+
+
+GFLOPS = ("GF/s", lambda median_s, flops: f"{flops / median_s * 1e-9:.1f}")
+
+
+def engine_rows(rounds: dict, engines: list[str], threads: int, bench: str, units, ratios, key: str = "engine"):
+    """(rows, columns, records) of alternate_engines' rounds: per (layer, flops) and engine, the median of the
+    rounds in each of `units` [(suffix, format(median_s, flops))], then the `ratios` [(header, numerator engine,
+    denominator engine)] of two engines' medians where both ran; records are summarize_rounds per engine,
+    tagged with `bench`, the threads and the layer (the engine under `key`)."""
+    rows, records = [], []
+    for (layer, flops), by_engine in rounds.items():
+        row = {"threads": threads, "layer": layer}
+        med = {}
+        for engine in engines:
+            st = summarize_rounds(by_engine[engine])
+            med[engine] = st["median_s"]
+            for suffix, fmt in units:
+                row[f"{engine} {suffix}"] = fmt(st["median_s"], flops)
+            records.append({"bench": bench, "threads": threads, "layer": layer, key: engine, **st})
+        for header, num, den in ratios:
+            if num in med and den in med:
+                row[header] = f"{med[num] / med[den]:.2f}"
+        rows.append(row)
+    cols = [("threads", "threads"), ("layer", "layer")]
+    cols += [(f"{e} {suffix}", f"{e} {suffix}") for e in engines for suffix, _ in units]
+    cols += [(header, header) for header, num, den in ratios if num in engines and den in engines]
+    return rows, cols, records
+
+
 def worker_spec_from_argv(argv: list[str] | None = None) -> dict | None:
     """The spec if this process is a worker (`--worker '<json>'` on the command line), else None."""
     argv = sys.argv[1:] if argv is None else argv
