@@ -7,7 +7,8 @@
  * is (masked at the image's last pixels): no transposed store as in mxcc_conv_packed_f32 (pixels as rows), no
  * packing of the image per call as in the gemm path (MobileNet's 32->64@112 took 972 us there, ORT 602).
  *
- *   W  packed once at bind time by mxcc_conv1x1_pack_w_f32: ceil(O / MR) panels (C, MR), rows past O zero;
+ *   W  packed once at bind time by mxcc_conv1x1_pack_w_f32: ceil(O / MR) panels (C, MR) sharing the O rows
+ *      (panel_rows), rows past a panel's height zero;
  *      each k step broadcasts MR weights of one panel row.
  *   x  read in place: a full panel is NR consecutive pixels of each of the C rows (row stride P). Only a
  *      panel with the image's last pixels (fewer than NR) is copied into a zero-padded (C, NR) panel of the
@@ -104,7 +105,7 @@ void mxcc_conv1x1_pack_w_f32(int O, int C, const float *w, float *wp)
     }
 }
 
-/* Pixel panels per packed block for C channels (the same for every build: NR_MAX), and the floats it takes. */
+/* Pixel panels per block for C channels (the same for every build: NR_MAX) */
 static long block_panels(long C)
 {
     const long b = PW_BLOCK_FLOATS / (C * NR_MAX);
@@ -122,8 +123,8 @@ long mxcc_conv1x1_scratch_floats(int C, int max_threads)
     return (long)max_threads * thread_floats(C);
 }
 
-/* bp (C, NR) = pixels [p0, p0 + np) of x (C, P), zero past np. A row is one or two vectors: inline copies,
- * not a library call per 128-byte row. */
+/* bp (C, NR) = pixels [p0, p0 + np) of x (C, P), np < NR (an image's last panel), zero past np. A row is one
+ * or two vectors: inline copies, not a library call per 128-byte row. */
 static void pack_pixels(long C, long P, const float *restrict x, long p0, int np, float *restrict bp)
 {
     x += p0;
@@ -135,11 +136,6 @@ static void pack_pixels(long C, long P, const float *restrict x, long p0, int np
         _mm512_storeu_ps(bp + c * NR + 16, _mm512_maskz_loadu_ps(k1, x + c * P + 16));
     }
 #else
-    if (np == NR) {
-        for (long c = 0; c < C; c++)
-            for (int j = 0; j < NR; j++) bp[c * NR + j] = x[c * P + j];
-        return;
-    }
     for (long c = 0; c < C; c++)
         for (int j = 0; j < NR; j++) bp[c * NR + j] = j < np ? x[c * P + j] : 0.0f;
 #endif
