@@ -19,6 +19,9 @@
 #define NR MXCC_GEMM_NR
 #define NV (NR / 16)  /* 16-lane vectors per row of the tile */
 _Static_assert(MR == 14 && NR == 32, "the AVX-512 kernel reads 14 x 32 panels (gemm_config.h)");
+/* The loops over the tile's rows and vectors are unrolled before GCC decides where acc lives: left to the
+ * late unroller, acc stays an array on the stack, zeroed there and stored and reloaded around the k loop. */
+#define UNROLLED _Pragma("GCC unroll 16")
 
 /* The tile over k. WIDE == 0: only vector 0 of each row (a tile with n <= 16). m rows are stored (the rest
  * of the accumulators are discarded), each with `mask` on its last vector: all ones for a full tile.
@@ -40,8 +43,8 @@ static inline __attribute__((always_inline)) void tile_14x32(const int WIDE, con
         }
     }
     __m512 acc[MR][NV];  /* (MR, NR) as MR rows of NV vectors */
-    for (int i = 0; i < MR; i++) {
-        for (int v = 0; v < nv; v++) {
+    UNROLLED for (int i = 0; i < MR; i++) {
+        UNROLLED for (int v = 0; v < nv; v++) {
             acc[i][v] = _mm512_setzero_ps();
         }
     }
@@ -50,12 +53,12 @@ static inline __attribute__((always_inline)) void tile_14x32(const int WIDE, con
 #pragma GCC unroll 4
     for (int p = 0; p < k; p++) {
         __m512 b[NV];
-        for (int v = 0; v < nv; v++) {
+        UNROLLED for (int v = 0; v < nv; v++) {
             b[v] = _mm512_loadu_ps(bp + 16 * v);  /* B[p, 16v : 16v+16] */
         }
-        for (int i = 0; i < MR; i++) {
+        UNROLLED for (int i = 0; i < MR; i++) {
             const __m512 a = _mm512_set1_ps(ap[i]);  /* A[i, p] */
-            for (int v = 0; v < nv; v++) {
+            UNROLLED for (int v = 0; v < nv; v++) {
                 acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
             }
         }
@@ -63,12 +66,12 @@ static inline __attribute__((always_inline)) void tile_14x32(const int WIDE, con
         bp += NR;
     }
     /* write back m rows; the last vector of each row is masked to the valid columns */
-    for (int i = 0; i < MR; i++) {
+    UNROLLED for (int i = 0; i < MR; i++) {
         if (!FULL && i >= m) {
-            break;
+            continue;   /* not break: a loop with one exit is unrolled, and acc indexed by constants only */
         }
         float *row = c + i * ldc;  /* (n,) */
-        for (int v = 0; v < nv; v++) {
+        UNROLLED for (int v = 0; v < nv; v++) {
             const __mmask16 mv = (FULL || v < nv - 1) ? (__mmask16)0xFFFF : mask;
             __m512 x = acc[i][v];
             if (beta) {
