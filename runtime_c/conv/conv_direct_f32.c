@@ -66,6 +66,7 @@ static inline vec v_add(vec a, vec b) { return _mm512_add_ps(a, b); }
 static inline __mmask16 lanes(int n) { return (__mmask16)((1u << n) - 1); }
 static inline vec v_load_n(const float *p, int n) { return _mm512_maskz_loadu_ps(lanes(n), p); }
 static inline void v_store_n(float *p, vec v, int n) { _mm512_mask_storeu_ps(p, lanes(n), v); }
+static inline void v_store(float *p, vec v) { _mm512_storeu_ps(p, v); }
 static inline vec v_relu(vec v)   /* v > 0 ? v : 0 (NaN -> 0, as the scalar epilogue) */
 {
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ), v);
@@ -96,6 +97,7 @@ static inline vec v_add(vec a, vec b) { return _mm256_add_ps(a, b); }
 static inline __m256i lanes(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
 static inline vec v_load_n(const float *p, int n) { return _mm256_maskload_ps(p, lanes(n)); }
 static inline void v_store_n(float *p, vec v, int n) { _mm256_maskstore_ps(p, lanes(n), v); }
+static inline void v_store(float *p, vec v) { _mm256_storeu_ps(p, v); }
 static inline vec v_relu(vec v) { return _mm256_and_ps(v, _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ)); }
 static inline vec v_leaky(vec v, float a)
 {
@@ -126,6 +128,7 @@ static inline vec v_add_s(vec v, float s) { for (int i = 0; i < V; i++) v.f[i] +
 static inline vec v_add(vec a, vec b) { for (int i = 0; i < V; i++) a.f[i] += b.f[i]; return a; }
 static inline vec v_load_n(const float *p, int n) { vec r = v_zero(); memcpy(r.f, p, (size_t)n * sizeof(float)); return r; }
 static inline void v_store_n(float *p, vec v, int n) { memcpy(p, v.f, (size_t)n * sizeof(float)); }
+static inline void v_store(float *p, vec v) { memcpy(p, v.f, sizeof v.f); }
 static inline vec v_relu(vec v) { for (int i = 0; i < V; i++) v.f[i] = v.f[i] > 0.0f ? v.f[i] : 0.0f; return v; }
 static inline vec v_leaky(vec v, float a)
 {
@@ -405,6 +408,31 @@ static inline __attribute__((always_inline)) void tile(const float *restrict buf
         for (int j = 0; j < ob; j++)
 #pragma GCC unroll 4
             for (int v = 0; v < nv; v++) a[j][v] = v_fma_bcast(wt + j, xv[v], a[j][v]);
+    }
+    /* Full tiles with the common epilogues (BatchNorm or bias, then relu or nothing) in straight-line code:
+     * one test per tile, not per vector (MobileNet conv0, C driver, 1 thread, best of 3000: 278 -> 257 us in
+     * cache, 295 -> 274 us with the caches trashed). The same operations in
+     * the same order as store_vec. */
+    int full = nn == ob && !res && (e->act == MXCC_ACT_NONE || e->act == MXCC_ACT_RELU) &&
+               ((e->sc && e->sh && !e->bi) || (!e->sc && !e->sh && e->bi));
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++) full = full && px[v].n == V;
+    if (full) {
+        const float *mul = e->sc ? e->sc + o0 : NULL, *add = e->sc ? e->sh + o0 : e->bi + o0;
+        const int relu = e->act == MXCC_ACT_RELU;
+#pragma GCC unroll 8
+        for (int j = 0; j < ob; j++) {
+            float *yo = y + (o0 + j) * e->plane;
+#pragma GCC unroll 4
+            for (int v = 0; v < nv; v++) {
+                vec t = a[j][v];
+                if (mul) t = v_mul_s(t, mul[j]);
+                t = v_add_s(t, add[j]);
+                if (relu) t = v_relu(t);
+                v_store(yo + px[v].at, t);
+            }
+        }
+        return;
     }
     /* unrolled like the loop above, so that the accumulators are not spilled to the stack */
 #pragma GCC unroll 8

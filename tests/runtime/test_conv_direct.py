@@ -114,6 +114,16 @@ def test_direct_conv_epilogue(isa, ep, act):
     prob.check(prob.run(parallel=1, threads=2))
 
 
+@pytest.mark.parametrize("ep,act", [(("scale", "shift"), "RELU"), (("scale", "shift"), "NONE"), (("bias",), "RELU"),
+                                    (("bias",), "NONE")], ids=lambda v: "+".join(v) if isinstance(v, tuple) else v)
+def test_direct_conv_full_tile_epilogues(isa, ep, act):
+    ffi, lib = isa
+    # the straight-line epilogue of full tiles: OW = 32 (whole vectors on every build), 13 channels (full
+    # channel blocks, then a partial one through the general epilogue)
+    prob = Conv(ffi, lib, 1, 3, (9, 64), (3, 3), (2, 2), (1, 1), (1, 1), 13, ep=ep, act=act, seed=7)
+    prob.check(prob.run(parallel=1, threads=2))
+
+
 @pytest.mark.parametrize("geo", [
     (1, 3, (64, 64), (3, 3), (2, 2), (1, 1), (1, 1), 32),
     (3, 1, (28, 28), (5, 5), (1, 1), (0, 0), (1, 1), 20),
