@@ -37,6 +37,9 @@
 #define MR MXCC_GEMM_MR
 #define NR MXCC_GEMM_NR
 #define GUARD 16  /* floats before V: the masked stores of the input transform may start up to 15 before */
+/* Loops over registers (a tile's rows, vectors, transform rows) are unrolled before GCC decides where their
+ * arrays live: left to the late unroller, the arrays stay on the stack and every value round-trips there. */
+#define UNROLLED _Pragma("GCC unroll 16")
 
 /* Block sizes. Each tile block reads all of U (36 C O floats: 9.4 MB at C = O = 256) for 2 tb FLOPs per
  * float, so tb must stay large enough for U to stream from L3 or memory: at least MIN_TB_PANELS panels (56
@@ -453,11 +456,11 @@ static inline __attribute__((always_inline)) void rows_x32(const int M, int k, c
     const __mmask16 m0 = n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
     const __mmask16 m1 = n <= 16 ? 0 : n >= 32 ? 0xFFFF : (__mmask16)((1u << (n - 16)) - 1);
     __m512 acc[7][2];
-    for (int i = 0; i < M; i++)
+    UNROLLED for (int i = 0; i < M; i++)
         acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     for (int p = 0; p < k; p++) {
         const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
-        for (int i = 0; i < M; i++) {
+        UNROLLED for (int i = 0; i < M; i++) {
             const __m512 a = _mm512_set1_ps(ap[i]);
             acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
             acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
@@ -465,7 +468,7 @@ static inline __attribute__((always_inline)) void rows_x32(const int M, int k, c
         ap += MR;
         bp += NR;
     }
-    for (int i = 0; i < M; i++) {
+    UNROLLED for (int i = 0; i < M; i++) {
         float *row = c + i * ldc;
         __m512 x0 = acc[i][0], x1 = acc[i][1];
         if (beta) {
@@ -558,11 +561,11 @@ static inline __attribute__((always_inline)) void at6(const vf m[6], vf y[4])
  * as each row is loaded: 36 loaded vectors would not fit the registers) */
 static inline __attribute__((always_inline)) void at_cols(const vf s[6][4], vf y[4][4])
 {
-    for (int q = 0; q < 4; q++) {
+    UNROLLED for (int q = 0; q < 4; q++) {
         const vf col[6] = {s[0][q], s[1][q], s[2][q], s[3][q], s[4][q], s[5][q]};
         vf yq[4];
         at6(col, yq);
-        for (int i = 0; i < 4; i++)
+        UNROLLED for (int i = 0; i < 4; i++)
             y[i][q] = yq[i];
     }
 }
@@ -593,34 +596,37 @@ static inline __attribute__((always_inline)) void output_tile_impl(const float *
         const int nc = (int)min_l(16, nch - o);
         const __mmask16 lanes = (__mmask16)((1u << nc) - 1);
         vf s[6][4], y[4][4];
-        for (int i = 0; i < 6; i++) {
+        UNROLLED for (int i = 0; i < 6; i++) {
             vf m[6];
-            for (int j = 0; j < 6; j++)
+            UNROLLED for (int j = 0; j < 6; j++)
                 m[j] = _mm512_maskz_loadu_ps(lanes, mt + (i * 6 + j) * mxs + o);
             at6(m, s[i]);
         }
         at_cols(s, y);
         if (FUSED) {  /* per channel: the lanes */
             const float *vec[3] = {fe->scale, fe->shift, fe->bias};
-            for (int e = 0; e < 3; e++) {
+            UNROLLED for (int e = 0; e < 3; e++) {
                 if (!vec[e])
                     continue;
                 const vf v = _mm512_maskz_loadu_ps(lanes, vec[e] + o);
-                for (int i = 0; i < 4; i++)
-                    for (int q = 0; q < 4; q++)
+                UNROLLED for (int i = 0; i < 4; i++)
+                    UNROLLED for (int q = 0; q < 4; q++)
                         y[i][q] = e == 0 ? _mm512_mul_ps(y[i][q], v) : _mm512_add_ps(y[i][q], v);
             }
         }
-        for (int i = 0; i < nrows; i++) {
+        /* to the constant 4 with tests, not loops to nrows and nc: y is indexed by constants only (UNROLLED) */
+        UNROLLED for (int i = 0; i < 4; i++) {
+            if (i >= nrows)
+                continue;
             vf z[4];  /* z[c'] lane k = row i (4 pixels) of channel o + 4k + c' */
             lane_transpose4(y[i], z);
             /* lane k of z[c'] as one 16-byte store (a masked 64-byte store at an offset pointer measured
              * slower: it spans two cache lines) */
-            for (int k = 0; k < 4; k++) {
-                for (int cc = 0; cc < 4; cc++) {
+            UNROLLED for (int k = 0; k < 4; k++) {
+                UNROLLED for (int cc = 0; cc < 4; cc++) {
                     const int ch = o + 4 * k + cc;
                     if (ch - o >= nc)
-                        break;
+                        continue;
                     const __m128 v = k == 0 ? _mm512_castps512_ps128(z[cc])
                                    : k == 1 ? _mm512_extractf32x4_ps(z[cc], 1)
                                    : k == 2 ? _mm512_extractf32x4_ps(z[cc], 2) : _mm512_extractf32x4_ps(z[cc], 3);
@@ -651,32 +657,34 @@ static inline __attribute__((always_inline)) void output_tile_impl(const float *
         const int nc = (int)min_l(8, nch - o);
         const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc), iota);
         vf s[6][4], y[4][4];
-        for (int i = 0; i < 6; i++) {
+        UNROLLED for (int i = 0; i < 6; i++) {
             vf m[6];
-            for (int j = 0; j < 6; j++)
+            UNROLLED for (int j = 0; j < 6; j++)
                 m[j] = _mm256_maskload_ps(mt + (i * 6 + j) * mxs + o, lanes);
             at6(m, s[i]);
         }
         at_cols(s, y);
         if (FUSED) {
             const float *vec[3] = {fe->scale, fe->shift, fe->bias};
-            for (int e = 0; e < 3; e++) {
+            UNROLLED for (int e = 0; e < 3; e++) {
                 if (!vec[e])
                     continue;
                 const vf v = _mm256_maskload_ps(vec[e] + o, lanes);
-                for (int i = 0; i < 4; i++)
-                    for (int q = 0; q < 4; q++)
+                UNROLLED for (int i = 0; i < 4; i++)
+                    UNROLLED for (int q = 0; q < 4; q++)
                         y[i][q] = e == 0 ? _mm256_mul_ps(y[i][q], v) : _mm256_add_ps(y[i][q], v);
             }
         }
-        for (int i = 0; i < nrows; i++) {
+        UNROLLED for (int i = 0; i < 4; i++) {  /* as in the AVX-512 build */
+            if (i >= nrows)
+                continue;
             vf z[4];
             lane_transpose4(y[i], z);
-            for (int k = 0; k < 2; k++) {
-                for (int cc = 0; cc < 4; cc++) {
+            UNROLLED for (int k = 0; k < 2; k++) {
+                UNROLLED for (int cc = 0; cc < 4; cc++) {
                     const int ch = o + 4 * k + cc;
                     if (ch - o >= nc)
-                        break;
+                        continue;
                     __m128 row = k ? _mm256_extractf128_ps(z[cc], 1) : _mm256_castps256_ps128(z[cc]);
                     if (RES)
                         row = _mm_add_ps(row, _mm_maskload_ps(fe->res + ch * fe->ld_res + (long)i * ow, cols));

@@ -15,6 +15,9 @@
 #include <immintrin.h>
 
 #define NW 4  /* rows of W per register tile */
+/* The loops over the tile's rows and vectors are unrolled before GCC decides where acc lives: left to the
+ * late unroller, acc stays an array on the stack, zeroed there and stored and reloaded around the k loop. */
+#define UNROLLED _Pragma("GCC unroll 16")
 
 /* mask for the last k % 8 floats: lanes < rem on */
 static inline __m256i tail_mask(int rem)
@@ -39,16 +42,16 @@ static inline __attribute__((always_inline)) void tile_rx4(const int R, int k, c
                                                             int nw, int beta)
 {
     __m256 acc[3][NW], acc1[NW];  /* acc[r][j]: partial dot of A row r and W row j; acc1: R == 1 odd chunks */
-    for (int r = 0; r < R; r++)
-        for (int j = 0; j < NW; j++) acc[r][j] = _mm256_setzero_ps();
-    for (int j = 0; j < NW; j++) acc1[j] = _mm256_setzero_ps();
+    UNROLLED for (int r = 0; r < R; r++)
+        UNROLLED for (int j = 0; j < NW; j++) acc[r][j] = _mm256_setzero_ps();
+    UNROLLED for (int j = 0; j < NW; j++) acc1[j] = _mm256_setzero_ps();
 
     int p = 0;
     if (R == 1) {
         /* two independent accumulator sets: 8 FMA chains hide the 4-cycle FMA latency */
         for (; p + 16 <= k; p += 16) {
             const __m256 x0 = _mm256_loadu_ps(a + p), x1 = _mm256_loadu_ps(a + p + 8);
-            for (int j = 0; j < NW; j++) {
+            UNROLLED for (int j = 0; j < NW; j++) {
                 acc[0][j] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(w[j] + p), acc[0][j]);
                 acc1[j] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(w[j] + p + 8), acc1[j]);
             }
@@ -57,27 +60,27 @@ static inline __attribute__((always_inline)) void tile_rx4(const int R, int k, c
     /* k loop: 8 floats of every row per step, each W vector used by R rows of A */
     for (; p + 8 <= k; p += 8) {
         __m256 wv[NW];
-        for (int j = 0; j < NW; j++) wv[j] = _mm256_loadu_ps(w[j] + p);
-        for (int r = 0; r < R; r++) {
+        UNROLLED for (int j = 0; j < NW; j++) wv[j] = _mm256_loadu_ps(w[j] + p);
+        UNROLLED for (int r = 0; r < R; r++) {
             const __m256 x = _mm256_loadu_ps(a + r * lda + p);
-            for (int j = 0; j < NW; j++) acc[r][j] = _mm256_fmadd_ps(x, wv[j], acc[r][j]);
+            UNROLLED for (int j = 0; j < NW; j++) acc[r][j] = _mm256_fmadd_ps(x, wv[j], acc[r][j]);
         }
     }
     if (p < k) {
         /* k tail: masked loads read only the k % 8 valid floats (zeros elsewhere) */
         const __m256i mask = tail_mask(k - p);
         __m256 wv[NW];
-        for (int j = 0; j < NW; j++) wv[j] = _mm256_maskload_ps(w[j] + p, mask);
-        for (int r = 0; r < R; r++) {
+        UNROLLED for (int j = 0; j < NW; j++) wv[j] = _mm256_maskload_ps(w[j] + p, mask);
+        UNROLLED for (int r = 0; r < R; r++) {
             const __m256 x = _mm256_maskload_ps(a + r * lda + p, mask);
-            for (int j = 0; j < NW; j++) acc[r][j] = _mm256_fmadd_ps(x, wv[j], acc[r][j]);
+            UNROLLED for (int j = 0; j < NW; j++) acc[r][j] = _mm256_fmadd_ps(x, wv[j], acc[r][j]);
         }
     }
     if (R == 1) {
-        for (int j = 0; j < NW; j++) acc[0][j] = _mm256_add_ps(acc[0][j], acc1[j]);
+        UNROLLED for (int j = 0; j < NW; j++) acc[0][j] = _mm256_add_ps(acc[0][j], acc1[j]);
     }
 
-    for (int r = 0; r < R; r++) {
+    UNROLLED for (int r = 0; r < R; r++) {
         float out[NW];  /* (NW,) dot products of A row r with the 4 W rows */
         _mm_storeu_ps(out, hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]));
         float *c_row = c + r * ldc;  /* (nw,) */
