@@ -384,9 +384,12 @@ static tile_fn *const TILES[][WIDTHS] = {{t4h, t4f}};
  * Up to COL_MAX pixels, each one vector of the MR output channels (the weight panel's row c is MR contiguous
  * floats) times the pixel's value broadcast: 1 FMA per pixel and channel, where the narrowest row tile costs 6
  * (AVX-512: 12 rows x one 8-lane vector = 6 zmm-equivalents). 7x7 images: 49 = 32 + 16 + 1 pixels run as 37
- * FMAs per channel and weight panel, not the 48 of 64 lanes; 14x14: 196 = 6 x 32 + 4. The sums run over c in
- * the same order as in the row tiles, so a pixel's bits do not depend on the kind of tile it falls in. */
+ * FMAs per channel and weight panel, not the 48 of 64 lanes; 14x14: 196 = 6 x 32 + 4.
+ * Fewer than 4 pixels would be one FMA chain each, bound by the FMA latency (4 cycles per channel): the sum
+ * over c is split into COL_SPLIT(t) partial sums (channels c = s mod S), added at the end, so that at least 4
+ * chains run (7x7 images: 10% of a 1024->1024 layer was the one-pixel tile's chain). */
 #define COL_MAX 5
+#define COL_SPLIT(t) ((t) == 1 ? 4 : (t) <= 3 ? 2 : 1)
 
 static inline float act_scalar(const tile_ep *e, float a)
 {
@@ -403,25 +406,50 @@ static inline __attribute__((always_inline)) void cols(int t, long C, const floa
                                                        long ldy, const tile_ep *e)
 {
     float acc[COL_MAX][16];   /* acc[j][r]: pixel j, channel r */
+    const int S = COL_SPLIT(t);
+    const long C0 = C / S * S;   /* channels [0, C0) in the S chains, then the rest in chain 0 */
 #if defined(__AVX512F__)
     const __mmask16 rows = (__mmask16)((1u << MR) - 1);
-    __m512 a[COL_MAX];
-    for (int j = 0; j < t; j++) a[j] = _mm512_setzero_ps();
-    for (long c = 0; c < C; c++) {
+    __m512 a[4][COL_MAX];   /* a[s][j]: chain s of pixel j */
+    UNROLLED for (int s = 0; s < S; s++)
+        UNROLLED for (int j = 0; j < t; j++) a[s][j] = _mm512_setzero_ps();
+    for (long c = 0; c < C0; c += S)
+        UNROLLED for (int s = 0; s < S; s++) {
+            const __m512 w = _mm512_maskz_loadu_ps(rows, wp + (c + s) * MR);
+            UNROLLED for (int j = 0; j < t; j++)
+                a[s][j] = _mm512_fmadd_ps(w, _mm512_set1_ps(bp[(c + s) * NR + j]), a[s][j]);
+        }
+    for (long c = C0; c < C; c++) {
         const __m512 w = _mm512_maskz_loadu_ps(rows, wp + c * MR);
-        for (int j = 0; j < t; j++) a[j] = _mm512_fmadd_ps(w, _mm512_set1_ps(bp[c * NR + j]), a[j]);
+        UNROLLED for (int j = 0; j < t; j++) a[0][j] = _mm512_fmadd_ps(w, _mm512_set1_ps(bp[c * NR + j]), a[0][j]);
     }
-    for (int j = 0; j < t; j++) _mm512_storeu_ps(acc[j], a[j]);
+    UNROLLED for (int j = 0; j < t; j++) {
+        if (S == 4) a[0][j] = _mm512_add_ps(_mm512_add_ps(a[0][j], a[1][j]), _mm512_add_ps(a[2][j], a[3][j]));
+        else if (S == 2) a[0][j] = _mm512_add_ps(a[0][j], a[1][j]);
+        _mm512_storeu_ps(acc[j], a[0][j]);
+    }
 #elif defined(__AVX2__) && defined(__FMA__)
     const __m256i rows = _mm256_cmpgt_epi32(_mm256_set1_epi32(MR), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    __m256 a[COL_MAX];
-    for (int j = 0; j < t; j++) a[j] = _mm256_setzero_ps();
-    for (long c = 0; c < C; c++) {
+    __m256 a[4][COL_MAX];
+    UNROLLED for (int s = 0; s < S; s++)
+        UNROLLED for (int j = 0; j < t; j++) a[s][j] = _mm256_setzero_ps();
+    for (long c = 0; c < C0; c += S)
+        UNROLLED for (int s = 0; s < S; s++) {
+            const __m256 w = _mm256_maskload_ps(wp + (c + s) * MR, rows);
+            UNROLLED for (int j = 0; j < t; j++)
+                a[s][j] = _mm256_fmadd_ps(w, _mm256_set1_ps(bp[(c + s) * NR + j]), a[s][j]);
+        }
+    for (long c = C0; c < C; c++) {
         const __m256 w = _mm256_maskload_ps(wp + c * MR, rows);
-        for (int j = 0; j < t; j++) a[j] = _mm256_fmadd_ps(w, _mm256_set1_ps(bp[c * NR + j]), a[j]);
+        UNROLLED for (int j = 0; j < t; j++) a[0][j] = _mm256_fmadd_ps(w, _mm256_set1_ps(bp[c * NR + j]), a[0][j]);
     }
-    for (int j = 0; j < t; j++) _mm256_storeu_ps(acc[j], a[j]);
+    UNROLLED for (int j = 0; j < t; j++) {
+        if (S == 4) a[0][j] = _mm256_add_ps(_mm256_add_ps(a[0][j], a[1][j]), _mm256_add_ps(a[2][j], a[3][j]));
+        else if (S == 2) a[0][j] = _mm256_add_ps(a[0][j], a[1][j]);
+        _mm256_storeu_ps(acc[j], a[0][j]);
+    }
 #else
+    (void)S; (void)C0;
     for (int j = 0; j < t; j++)
         for (int r = 0; r < MR; r++) acc[j][r] = 0.0f;
     for (long c = 0; c < C; c++)
@@ -559,14 +587,14 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
 
 /* The time of one weight panel over a pixel panel of np pixels, in 1/24 of a full tile (24 FMA vectors per
  * channel): its pieces as panel() runs them. A full tile 24; a row tile of 16 lanes 12, of 8 lanes 6 on
- * AVX-512 (quarter width) or 12 on AVX2 and C (NR / 2); a column tile of t pixels max(t, 4): t one-vector
- * FMA chains, bound by the FMA latency (4 cycles) below 4 of them. */
+ * AVX-512 (quarter width) or 12 on AVX2 and C (NR / 2); a column tile of t pixels t (at least 4 FMA chains,
+ * COL_SPLIT: bound by the FMA throughput, not its latency). */
 static long panel_cost(int np)
 {
     if (np == NR) return 24;
     long cost = 0;
     for (int left = np; left > 0;) {
-        if (left <= COL_MAX) return cost + (left > 4 ? left : 4);
+        if (left <= COL_MAX) return cost + left;   /* at least 4 chains (COL_SPLIT): throughput-bound */
         const int take = WIDTHS == 3 && left >= 16 ? 16 : left < 8 ? left : 8;
         cost += WIDTHS == 3 ? (take == 16 ? 12 : 6) : 12;
         left -= take;

@@ -71,9 +71,11 @@ class Pointwise:
         check_within(y, self.want, self.bound)
 
 
-# (batch, C, P, O): tails of every tile dimension; P = 1, a half-width last panel, 7x7, 14x14
+# (batch, C, P, O): tails of every tile dimension; P = 1, a half-width last panel, 7x7, 14x14; column tiles
+# of 1..4 pixels with C not a multiple of their split (COL_SPLIT)
 SHAPES = [(1, 1, 1, 1), (3, 5, 1, 13), (1, 19, 33, 29), (3, 7, 49, 12), (1, 32, 196, 64), (2, 3, 47, 5),
           (1, 64, 100, 25), (1, 130, 17, 7), (3, 2, 65, 40),
+          (1, 7, 34, 13), (2, 9, 35, 14),   # column tiles of 2 and 3 pixels, odd C: the split sums' last channel
           (2, 300, 300, 20)]   # 6 panels per block (PW_BLOCK_FLOATS), 10 per image: 2 blocks per image
 
 
