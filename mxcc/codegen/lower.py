@@ -65,6 +65,8 @@ class PackRequest:
     call: str         # the C statement that writes it, reading `src` and writing `packed`
     floats: int       # its size for any build (e.g. for panels of 16 or 32 columns)
     what: str         # a comment
+    scale: str = ""   # a C statement multiplying output channel o of `packed` by bn_scale[o], run after `call`
+                      # (an inference BatchNorm folded into the weight); empty: not folded
 
 
 class LowerCtx:
@@ -83,14 +85,24 @@ class LowerCtx:
         self.const = const                    # inputs fixed at bind time (params, folded values): the op's
                                               # workspace() saw the same set, so both choose the same kernel
         self.packs: list[PackRequest] = []
+        self.bn_in_weight = False             # the BatchNorm's scale is folded into the packed weight
 
-    def packed_input(self, name: str, pack: tuple[str, int, str]) -> str | None:
-        """The C name of input `name` transformed once at bind time by `pack` = (C call, floats, what), e.g.
-        gemm_pack_b(k, n, trans); None when it cannot be (a training plan, or a value the forward
-        computes): the op then reads the input as it is."""
+    def packed_input(self, name: str, pack: tuple[str, int, str, str]) -> str | None:
+        """The C name of input `name` transformed once at bind time by `pack` = (C call, floats, what, scale
+        call), e.g. gemm_pack_b(k, n, trans); None when it cannot be (a training plan, or a value the forward
+        computes): the op then reads the input as it is.
+
+        The weight of an anchor with an inference BatchNorm in its epilogue is packed with the BatchNorm's
+        scale folded in (the scale call after the packing, as ONNX Runtime and TVM fold it into the weight):
+        gemm_epilogue then adds only bn_shift, one multiply per output element fewer."""
         if name not in self.const:
             return None
-        self.packs.append(PackRequest(name, *pack))
+        call, floats, what, scale = pack
+        fold = name == "weight" and any(step.batch_norm for step in self.epilogue)
+        if fold and self.consumed:
+            raise AssertionError("packed_input('weight') after gemm_epilogue: the epilogue would scale twice")
+        self.bn_in_weight = self.bn_in_weight or fold
+        self.packs.append(PackRequest(name, call, floats, what, scale if fold else ""))
         return f"{name}_packed"
 
     def in_type(self, name: str) -> TensorType:
@@ -107,7 +119,7 @@ class LowerCtx:
         whose GEMM cannot take one passes None and the fuse pass must not have given it one."""
         fields: list[tuple[str, str]] = []
         if any(step.batch_norm for step in self.epilogue):   # the bias is folded into bn_shift at bind time
-            fields += [("scale", "bn_scale"), ("shift", "bn_shift")]
+            fields += [("bias", "bn_shift")] if self.bn_in_weight else [("scale", "bn_scale"), ("shift", "bn_shift")]
         elif bias:
             fields.append(("bias", bias))
         if per_row and fields:
@@ -220,11 +232,14 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int, d
     template, variables = op.lower(anchor.params, ctx)
     if not ctx.consumed:
         raise AssertionError(f"{op.name}.lower ignored its fused epilogue {epilogue}")
+    bn_scale = next((b for b in ins if b.cname == "bn_scale"), None)
     for req in ctx.packs:
         src = next(b for b in ins if b.cname == req.input)
-        pack, view = _prepack(req, src, fn, anchor.name, derived)
+        pack, view = _prepack(req, src, fn, anchor.name, derived, bn_scale)
         prepare += (pack,)
         ins.append(view)
+    if ctx.bn_in_weight:                            # the kernel reads bn_shift only
+        ins = [b for b in ins if b.cname != "bn_scale"]
     ws = plan.locations.get((anchor.id, -1))
     if ws is not None:
         nbytes = next(b.nbytes for b in (*plan.buffers, *plan.derived_buffers)
@@ -234,16 +249,24 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int, d
     return KernelCall(template=template, vars=variables, buffers=(*ins, *outs), prepare=prepare, **common)
 
 
-def _prepack(req: PackRequest, src: Buffer, fn: str, group: str, derived: list):
-    """The bind-time packing of `src` into ctx->derived (a PrepareCall) and the kernel's read-only view."""
+def _prepack(req: PackRequest, src: Buffer, fn: str, group: str, derived: list, bn_scale: Buffer | None):
+    """The bind-time packing of `src` into ctx->derived (a PrepareCall) and the kernel's read-only view;
+    with req.scale, bn_scale (computed by the BatchNorm's fold, which <net>_prepare runs first) multiplied in."""
     off = derived[0]
     derived[0] += (req.floats * 4 + 63) // 64 * 64
     ttype = TensorType((req.floats,))
     where = f"derived + {off} ({req.input} packed)"
     out = Buffer("packed", ttype, True, f"(float *)(ctx->derived + {off})", where)
+    what = f"{req.input} of {group}: {req.what}"
+    extra = ()
+    if req.scale:
+        if bn_scale is None:
+            raise AssertionError(f"{group}: a BatchNorm scale to fold but no bn_scale")
+        what += ", times the BatchNorm's scale per output channel"
+        extra = (bn_scale,)
     prep = PrepareCall(fn=f"{fn}_pack_{c_ident(req.input)}", group=group, template="kernels/pack_weight.c.j2",
-                       vars=dict(call=req.call, what=f"{req.input} of {group}: {req.what}"),
-                       buffers=(replace(src, cname="src"), out), derived_end=derived[0])
+                       vars=dict(call=req.call, scale=req.scale, what=what),
+                       buffers=(replace(src, cname="src"), *extra, out), derived_end=derived[0])
     view = Buffer(f"{req.input}_packed", ttype, False, out.expr.replace("(float *)", "(const float *)"), where)
     return prep, view
 

@@ -13,7 +13,9 @@ the variance recovered from invstd (MXNet's INVSTD_TO_VARIANCE). With fix_gamma 
 Outputs: MXNet lists three (output, mean, var); the last two are hidden unless output_mean_var, in which
 case they hold what MXNet returns: the mean and 1 / sqrt(var + eps) (moving ones at inference).
 After a Convolution/FullyConnected/Deconvolution at inference it is folded into that anchor's GEMM
-epilogue (the fuse pass; scale/shift computed at bind time by `<net>_prepare`, kernels/fold_batch_norm.c.j2);
+epilogue (the fuse pass; scale/shift computed at bind time by `<net>_prepare`, kernels/fold_batch_norm.c.j2;
+when the anchor reads its weight packed at bind time, the scale is multiplied into that packed weight and the
+epilogue adds the shift only: codegen/lower.py LowerCtx.packed_input);
 elsewhere it is a kernel of its own (kernels/batch_norm.c.j2; training: batch_norm_train.c.j2 and
 batch_norm_backward.c.j2).
 """

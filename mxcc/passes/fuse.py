@@ -4,7 +4,8 @@ Requires: bound, typed nodes (infer_shapes). Guarantees: `graph.groups` lists ev
 a kernel exactly once, in topological order; each group's members run in order and only its last member's
 outputs leave the group. Rules:
   - an ANCHOR (FullyConnected, Convolution) absorbs the single-reader ops after it that its GEMM epilogue
-    can do, in the epilogue's order: an inference BatchNorm (folded: scale/shift per channel), a residual
+    can do, in the epilogue's order: an inference BatchNorm (folded: scale/shift per channel, the scale into
+    a weight packed at bind time), a residual
     `elemwise_add`, then one activation/clip;
   - a run of ELEMWISE ops where each value has exactly one reader becomes one loop;
   - a `view` op (Flatten, surviving Dropout) needs no kernel unless its output is a graph head (then it is a

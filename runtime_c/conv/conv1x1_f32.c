@@ -109,6 +109,18 @@ void mxcc_conv1x1_pack_w_f32(int O, int C, const float *w, float *wp)
     }
 }
 
+void mxcc_conv1x1_scale_packed_w_f32(int O, int C, float *wp, const float *scale)
+{
+    const int nb = (O + MR - 1) / MR;
+    for (int b = 0; b < nb; b++) {
+        float *d = wp + (long)b * C * MR;
+        int o0, h;
+        panel_rows(O, b, &o0, &h);
+        for (int c = 0; c < C; c++)
+            for (int r = 0; r < h; r++) d[(long)c * MR + r] *= scale[o0 + r];
+    }
+}
+
 /* Pixel panels per block for C channels (the same for every build: NR_MAX) */
 static long block_panels(long C)
 {

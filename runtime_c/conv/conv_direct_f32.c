@@ -206,6 +206,13 @@ void mxcc_conv_direct_pack_f32(int K, int O, const float *w, float *wp)
         for (int o = 0; o < op; o++) wp[(long)t * op + o] = o < O ? w[(long)o * K + t] : 0.0f;
 }
 
+void mxcc_conv_direct_scale_packed_f32(int K, int O, float *wp, const float *scale)
+{
+    const int op = (O + OPAD - 1) / OPAD * OPAD;
+    for (int t = 0; t < K; t++)
+        for (int o = 0; o < O; o++) wp[(long)t * op + o] *= scale[o];
+}
+
 /* ---- staging ---------------------------------------------------------------------------------------------- */
 
 /* d (sw, L) = the stride phases of the padded row t (sw*L,): d[q*L + j] = t[j*sw + q]. L is a multiple of 16,

@@ -136,6 +136,8 @@ void mxcc_conv_packed_f32(const mxcc_conv_geom *g, int batch, int O, const float
 #define MXCC_CONV1X1_PACKED_W_FLOATS_MAX(C, O) ((long)(C) * (((long)(O) + 11) / 12 * 12))
 long mxcc_conv1x1_packed_w_floats(int C, int O);
 void mxcc_conv1x1_pack_w_f32(int O, int C, const float *w, float *wp);
+/* wp's output channel o times scale[o] (O,): an inference BatchNorm's scale folded into the packed weight */
+void mxcc_conv1x1_scale_packed_w_f32(int O, int C, float *wp, const float *scale);
 long mxcc_conv1x1_scratch_floats(int C, int max_threads);
 void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const float *wp, const mxcc_epilogue *ep,
                       float *y, float *scratch, int parallel);
@@ -151,6 +153,8 @@ void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const floa
  * depend on the thread count (bit for bit). */
 #define MXCC_CONV_DIRECT_OB 8
 void mxcc_conv_direct_pack_f32(int K, int O, const float *w, float *wp);
+/* wp's output channel o times scale[o] (O,), as mxcc_conv1x1_scale_packed_w_f32 */
+void mxcc_conv_direct_scale_packed_f32(int K, int O, float *wp, const float *scale);
 long mxcc_conv_direct_scratch_floats(const mxcc_conv_geom *g, int batch, int O, int max_threads);
 void mxcc_conv_direct_f32(const mxcc_conv_geom *g, int batch, int O, const float *x, const float *wp,
                           const mxcc_epilogue *ep, float *y, float *scratch, int parallel);

@@ -30,6 +30,9 @@ extern "C" {
 #define MXCC_WINOGRAD_F43_WEIGHT_FLOATS_MAX(O, C) (36L * MXCC_GEMM_PACKED_B_FLOATS_MAX(C, O))
 long mxcc_winograd_f43_weight_floats(int O, int C);
 void mxcc_winograd_f43_weight_f32(int O, int C, const float *w, float *u);
+/* u's output channel o times scale[o] (O,): the transform is linear in each (o, c) kernel, so this is the
+ * transform of the scaled weight (up to rounding): an inference BatchNorm's scale folded in */
+void mxcc_winograd_f43_scale_weight_f32(int O, int C, float *u, const float *scale);
 
 /* Floats of scratch for mxcc_winograd_f43_f32 on this geometry with up to max_threads threads: per thread
  * one block of transformed tiles (all 36 positions, all channels) and its GEMM results for a block of

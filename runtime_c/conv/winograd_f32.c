@@ -103,6 +103,16 @@ void mxcc_winograd_f43_weight_f32(int O, int C, const float *w /* (O, C, 3, 3) *
     }
 }
 
+void mxcc_winograd_f43_scale_weight_f32(int O, int C, float *u, const float *scale)
+{
+    const long upx = u_floats(C, O);
+    for (int xi = 0; xi < 36; xi++)   /* U_xi[c, o] at panel o / NR, row c, column o % NR */
+        for (int o = 0; o < O; o++) {
+            float *col = u + xi * upx + (long)(o / NR) * C * NR + o % NR;
+            for (int c = 0; c < C; c++) col[(long)c * NR] *= scale[o];
+        }
+}
+
 /* ---- the plan: tile geometry, block sizes, scratch layout -------------------------------------------- */
 
 typedef struct plan {

@@ -397,6 +397,16 @@ void mxcc_gemm_pack_b_f32(int trans_b, int K, int N, const float *B, int ldb, fl
     }
 }
 
+void mxcc_gemm_scale_packed_b_f32(int K, int N, float *Bp, const float *scale)
+{
+    for (int j = 0; j < N; j += NR) {   /* panel j / NR: columns j .. j + NR - 1, (K, NR) */
+        const int nr = N - j < NR ? N - j : NR;
+        float *panel = Bp + (long)j * K;
+        for (int k = 0; k < K; k++)
+            for (int c = 0; c < nr; c++) panel[(long)k * NR + c] *= scale[j + c];
+    }
+}
+
 void mxcc_gemm_f32_packed_b(mxcc_gemm_ws *ws, int trans_a, int M, int N, int K, const float *A, int lda,
                             const float *Bp, float beta, float *C, int ldc, const mxcc_epilogue *ep)
 {

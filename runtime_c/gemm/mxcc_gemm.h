@@ -72,6 +72,8 @@ void mxcc_gemm_f32(mxcc_gemm_ws *ws, int trans_a, int trans_b, int M, int N, int
 #define MXCC_GEMM_PACKED_B_FLOATS_MAX(K, N) ((long)(K) * (((long)(N) + 31) / 32 * 32))
 long mxcc_gemm_packed_b_floats(int K, int N);
 void mxcc_gemm_pack_b_f32(int trans_b, int K, int N, const float *B, int ldb, float *Bp);
+/* Column n of the packed op(B) times scale[n] (N,): an inference BatchNorm's scale folded into a weight */
+void mxcc_gemm_scale_packed_b_f32(int K, int N, float *Bp, const float *scale);
 void mxcc_gemm_f32_packed_b(mxcc_gemm_ws *ws, int trans_a, int M, int N, int K, const float *A, int lda,
                             const float *Bp, float beta, float *C, int ldc, const mxcc_epilogue *ep);
 

@@ -1,7 +1,7 @@
 """The 'pointwise' convolution path (mxcc/ops/convolution.py: 1x1 stride-1 layers with a constant weight and
 POINTWISE_MIN_PIXELS pixels, runtime_c/conv/conv1x1_f32.c) end to end: which layers take it, a network with
-a bias + relu layer and a residual + BatchNorm + relu layer against numpy float64, the same after set_params
-(the weight repacked by <net>_prepare). The kernel under ASan/UBSan: tests/runtime/test_conv1x1.py."""
+a bias + relu layer and a residual + BatchNorm + relu layer (the BatchNorm's scale folded into the packed
+weight) against numpy float64, the same after set_params (the weight repacked and rescaled by <net>_prepare). The kernel under ASan/UBSan: tests/runtime/test_conv1x1.py."""
 import numpy as np
 
 import mxcc
@@ -56,6 +56,9 @@ def test_pointwise_network_matches_numpy(rng, tmp_path):
         mod = mxcc.compile(_net(), {"data": shape}, p1, out_dir=tmp_path / f"n{shape[0]}", name="net")
         src = (tmp_path / f"n{shape[0]}" / "net.c").read_text()
         assert src.count("mxcc_conv1x1_f32(") == 2 and src.count("mxcc_conv1x1_pack_w_f32(") == 2
+        # c2's BatchNorm scale is folded into its packed weight at bind time: its epilogue only adds bn_shift
+        assert src.count("mxcc_conv1x1_scale_packed_w_f32(29, 29, packed, bn_scale);") == 1
+        assert "{ .bias = bn_shift, .per_row = 1, .residual = residual" in src and ".scale = bn_scale" not in src
         # float32 sums of 19 and 29 products of N(0, 1) values, through BN and a residual: 1e-5 of the magnitude
         assert rel_err(mod.forward(data=x)[0], _ref(p1, x)) <= 1e-5
         mod.set_params(p2)

@@ -26,7 +26,7 @@ MARCHES = ["native", "haswell", "x86-64"]
 
 
 def _cdef() -> str:
-    return conv_kernel_cdef(RUNTIME, "mxcc_conv1x1", 4, geom=False)
+    return conv_kernel_cdef(RUNTIME, "mxcc_conv1x1", 5, geom=False)
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +104,19 @@ def test_conv1x1_threads_give_identical_bits(isa, shape):
 @pytest.mark.parametrize("march", ["native", "x86-64"])
 def test_conv1x1_under_address_and_undefined_sanitizers(tmp_path, march):
     run_sanitizer_driver(tmp_path, march, Path(__file__).with_name("conv1x1_sanity.c"), SOURCES, RUNTIME, 40)
+
+
+@pytest.mark.parametrize("o,c", [(1, 1), (13, 5), (64, 32), (30, 7)])
+def test_conv1x1_scaled_packed_weight_is_the_packed_scaled_weight(isa, o, c):
+    """mxcc_conv1x1_scale_packed_w_f32 (an inference BatchNorm's scale folded at bind time) gives the bits of
+    packing W * scale[o] (a product per element either way); the padding rows stay zero."""
+    ffi, lib = isa
+    rng = np.random.default_rng(o * 100 + c)
+    w = rng.standard_normal((o, c)).astype(np.float32)
+    scale = rng.uniform(0.25, 4.0, o).astype(np.float32)
+    n = lib.mxcc_conv1x1_packed_w_floats(c, o)
+    got, want = np.full(n, np.nan, np.float32), np.full(n, np.nan, np.float32)
+    lib.mxcc_conv1x1_pack_w_f32(o, c, _f(ffi, w), _f(ffi, got))
+    lib.mxcc_conv1x1_scale_packed_w_f32(o, c, _f(ffi, got), _f(ffi, scale))
+    lib.mxcc_conv1x1_pack_w_f32(o, c, _f(ffi, np.ascontiguousarray(w * scale[:, None])), _f(ffi, want))
+    assert np.array_equal(got, want)

@@ -29,7 +29,7 @@ MARCHES = ["native", "haswell", "x86-64"]
 
 
 def _cdef() -> str:
-    return conv_kernel_cdef(RUNTIME, "mxcc_conv_direct", 3)
+    return conv_kernel_cdef(RUNTIME, "mxcc_conv_direct", 4)
 
 
 @pytest.fixture(scope="module")
@@ -139,3 +139,18 @@ def test_direct_conv_threads_give_identical_bits(isa, geo):
 @pytest.mark.parametrize("march", ["native", "x86-64"])
 def test_direct_conv_under_address_and_undefined_sanitizers(tmp_path, march):
     run_sanitizer_driver(tmp_path, march, Path(__file__).with_name("conv_direct_sanity.c"), SOURCES, RUNTIME, 60)
+
+
+@pytest.mark.parametrize("k,o", [(1, 1), (27, 32), (75, 13)])
+def test_direct_scaled_packed_weight_is_the_packed_scaled_weight(isa, k, o):
+    """mxcc_conv_direct_scale_packed_f32 gives the bits of packing W * scale[o]; the padding stays zero."""
+    ffi, lib = isa
+    rng = np.random.default_rng(k * 100 + o)
+    w = rng.standard_normal((o, k)).astype(np.float32)
+    scale = rng.uniform(0.25, 4.0, o).astype(np.float32)
+    n = k * -(-o // 8) * 8
+    got, want = np.full(n, np.nan, np.float32), np.full(n, np.nan, np.float32)
+    lib.mxcc_conv_direct_pack_f32(k, o, _f(ffi, w), _f(ffi, got))
+    lib.mxcc_conv_direct_scale_packed_f32(k, o, _f(ffi, got), _f(ffi, scale))
+    lib.mxcc_conv_direct_pack_f32(k, o, _f(ffi, np.ascontiguousarray(w * scale[:, None])), _f(ffi, want))
+    assert np.array_equal(got, want)

@@ -550,3 +550,19 @@ def test_gemm_under_address_and_undefined_sanitizers(march, tmp_path):
                OMP_NUM_THREADS="2")
     run = subprocess.run([str(exe), "150"], capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("k,n", [(1, 1), (33, 70), (128, 64)])
+def test_scaled_packed_b_is_the_packed_scaled_b(gemm, k, n):
+    """mxcc_gemm_scale_packed_b_f32 (an inference BatchNorm's scale folded into a packed weight at bind time)
+    gives the bits of packing op(B) with column j times scale[j]; the padding columns stay zero."""
+    ffi, lib = gemm
+    rng = np.random.default_rng(k * 100 + n)
+    w = rng.standard_normal((n, k)).astype(np.float32)   # a FullyConnected / Convolution weight, op(B) = W^T
+    scale = rng.uniform(0.25, 4.0, n).astype(np.float32)
+    floats = lib.mxcc_gemm_packed_b_floats(k, n)
+    got, want = np.full(floats, np.nan, np.float32), np.full(floats, np.nan, np.float32)
+    lib.mxcc_gemm_pack_b_f32(1, k, n, fbuf(ffi, w), k, fbuf(ffi, got))
+    lib.mxcc_gemm_scale_packed_b_f32(k, n, fbuf(ffi, got), fbuf(ffi, scale))
+    lib.mxcc_gemm_pack_b_f32(1, k, n, fbuf(ffi, np.ascontiguousarray(w * scale[:, None])), k, fbuf(ffi, want))
+    assert np.array_equal(got, want)

@@ -297,3 +297,22 @@ def test_epilogue_same_bits_as_applied_afterwards(wg_isa, act):
     if act == "RELU":
         want = np.where(want > 0, want, np.float32(0))
     np.testing.assert_array_equal(run(ffi, lib, x, wt, pad, ep=ep), want)
+
+
+@pytest.mark.parametrize("o,c", [(1, 1), (40, 3), (64, 17)])
+def test_winograd_scaled_weight_is_the_transformed_scaled_weight(wg_isa, o, c):
+    """mxcc_winograd_f43_scale_weight_f32 (an inference BatchNorm's scale folded in at bind time) gives the
+    transform of W * scale[o] up to rounding (the transform is linear in each (o, c) kernel; its sums cancel,
+    so the bound is relative to the largest element); the padding columns stay zero."""
+    ffi, lib = wg_isa
+    rng = np.random.default_rng(o * 100 + c)
+    w = rng.standard_normal((o, c, 3, 3)).astype(np.float32)
+    scale = rng.uniform(0.25, 4.0, o).astype(np.float32)
+    f = lambda a: ffi.from_buffer("float[]", a)  # noqa: E731
+    n = lib.mxcc_winograd_f43_weight_floats(o, c)
+    got, want = np.empty(n, np.float32), np.empty(n, np.float32)
+    lib.mxcc_winograd_f43_weight_f32(o, c, f(w), f(got))
+    lib.mxcc_winograd_f43_scale_weight_f32(o, c, f(got), f(scale))
+    lib.mxcc_winograd_f43_weight_f32(o, c, f(np.ascontiguousarray(w * scale[:, None, None, None])), f(want))
+    assert np.array_equal(got == 0, want == 0)
+    np.testing.assert_allclose(got, want, rtol=2.5e-7, atol=2.5e-7 * np.abs(want).max())
