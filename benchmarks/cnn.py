@@ -13,6 +13,9 @@ engines give the same output on the benchmark's input (max |mxcc - ORT| <= 1e-4 
 
 Each thread count runs in a fresh process per round (benchmarks/harness.py); rounds alternate the thread
 counts; the headline time is the median of the least-disturbed round. ORT/mxcc > 1 means mxcc is faster.
+Each round times both engines one after the other, so the rounds also pair them: `paired` is the median over
+rounds of that round's ORT/mxcc and `mxcc won` the rounds where mxcc was faster (the host's slow phases shift
+both engines of a round, and a win in most rounds is a difference the noise does not explain).
 `--standalone` also times the compiled `<net>_bench` C program (no Python; its mean per forward).
 `--layers CALLS` instead prints, per mxcc kernel, its time from mxcc's profiler beside the time ORT's profiler
 gives its nodes computing the same MXNet nodes (one process; a diagnostic, not the benchmark).
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -232,8 +236,13 @@ def main() -> None:
                         for e in ("mxcc", "onnxruntime", "mxcc C bench") if (net, e, b, t) in pooled}
                 mx, ort_ = best["mxcc"], best["onnxruntime"]
                 rounds = pooled[(net, "mxcc", b, t)]
+                # each round timed both engines one after the other: a paired comparison, robust to the
+                # host's slow phases (which shift both)
+                paired = [o["median_s"] / m["median_s"] for m, o in zip(rounds, pooled[(net, "onnxruntime", b, t)])]
                 row = {"net": net, "batch": b, "threads": t, "mxcc_ms": mx * 1e3, "ort_ms": ort_ * 1e3,
-                       "ratio": ort_ / mx, "mxcc_img_s": b / mx, "ort_img_s": b / ort_,
+                       "ratio": ort_ / mx, "paired_ratio": statistics.median(paired),
+                       "won": f"{sum(r > 1 for r in paired)}/{len(paired)}",
+                       "mxcc_img_s": b / mx, "ort_img_s": b / ort_,
                        "mxcc_gflops": rounds[0]["flops"] / mx * 1e-9,
                        "mxcc_rounds_ms": "/".join(f"{r['median_s'] * 1e3:.3g}" for r in rounds),
                        "ort_rounds_ms": "/".join(f"{r['median_s'] * 1e3:.3g}"
@@ -246,8 +255,9 @@ def main() -> None:
     print(f"CNN inference, numpy in -> numpy out; ONNX Runtime {onnxruntime.__version__}; median of the best of "
           f"{args.rounds} rounds; {harness.cpu_info()['model']}, {os.cpu_count()} CPUs")
     cols = [("net", "net"), ("batch", "batch"), ("thr", "threads"), ("mxcc ms", "mxcc_ms"), ("ORT ms", "ort_ms"),
-            ("ORT/mxcc", "ratio"), ("mxcc img/s", "mxcc_img_s"), ("ORT img/s", "ort_img_s"),
-            ("mxcc GFLOP/s", "mxcc_gflops"), ("mxcc rounds ms", "mxcc_rounds_ms"), ("ORT rounds ms", "ort_rounds_ms")]
+            ("ORT/mxcc", "ratio"), ("paired", "paired_ratio"), ("mxcc won", "won"), ("mxcc img/s", "mxcc_img_s"),
+            ("ORT img/s", "ort_img_s"), ("mxcc GFLOP/s", "mxcc_gflops"), ("mxcc rounds ms", "mxcc_rounds_ms"),
+            ("ORT rounds ms", "ort_rounds_ms")]
     if args.standalone:
         cols.insert(5, ("C bench ms", "c_bench_ms"))
     harness.print_table(rows, cols)
