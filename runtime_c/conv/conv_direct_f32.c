@@ -399,7 +399,9 @@ static inline __attribute__((always_inline)) void tile(const float *restrict buf
     vec a[OB][NV];
     /* Prefetch the tile's output lines for writing: in a network the output is cold (the arena was walked by
      * the other layers), and its read-for-ownership then overlaps the taps instead of the stores. MobileNet
-     * conv0 with an output not in cache (C driver, 1 thread, best of 6 alternating): 298 -> 286 us. */
+     * conv0 with an output not in cache (C driver, 1 thread, best of 6 alternating): 298 -> 286 us.
+     * Unrolled like every loop over a[][] (GCC places an array in registers only if all its indices are
+     * constants before its late unroller runs: the AVX2 build stored 6 accumulators to the stack per tap). */
 #pragma GCC unroll 8
     for (int j = 0; j < ob; j++)
 #pragma GCC unroll 4
@@ -420,8 +422,7 @@ static inline __attribute__((always_inline)) void tile(const float *restrict buf
     }
     /* Full tiles with the common epilogues (BatchNorm or bias, then relu or nothing) in straight-line code:
      * one test per tile, not per vector (MobileNet conv0, C driver, 1 thread, best of 3000: 278 -> 257 us in
-     * cache, 295 -> 274 us with the caches trashed). The same operations in
-     * the same order as store_vec. */
+     * cache, 295 -> 274 us with the caches trashed). The same operations in the same order as store_vec. */
     int full = nn == ob && !res && (e->act == MXCC_ACT_NONE || e->act == MXCC_ACT_RELU) &&
                ((e->sc && e->sh && !e->bi) || (!e->sc && !e->sh && e->bi));
 #pragma GCC unroll 4
