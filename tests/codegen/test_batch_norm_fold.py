@@ -7,7 +7,7 @@ import pytest
 
 import mxcc
 from mxcc import sym
-from mxcc_testing import needs_gcc, rel_err
+from mxcc_testing import conv_reference, needs_gcc, rel_err
 
 SCALE_CALL = {"packed": "mxcc_gemm_scale_packed_b_f32(", "winograd": "mxcc_winograd_f43_scale_weight_f32(",
               "direct": "mxcc_conv_direct_scale_packed_f32(", "fc": "mxcc_gemm_scale_packed_b_f32("}
@@ -27,16 +27,11 @@ def _bn_ref(y, p, prefix, axis_shape):
 
 
 def _conv_ref(x, w, b, stride, pad):
-    n, c, h, wd = x.shape
-    o, _, kh, kw = w.shape
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
-    y = np.zeros((n, o, oh, ow))
-    for i in range(kh):
-        for j in range(kw):
-            patch = xp[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride]
-            y += np.einsum("oc,nchw->nohw", w[:, :, i, j].astype(np.float64), patch)
-    return y + b.reshape(1, -1, 1, 1)
+    """The convolution in float64 (mxcc_testing.conv_reference: im2col in numpy), plus the bias."""
+    k = w.shape[2:]
+    out = tuple((n + 2 * pad - kk) // stride + 1 for n, kk in zip(x.shape[2:], k))
+    acc, _ = conv_reference(x, w.reshape(w.shape[0], -1), k, (stride, stride), (pad, pad), (1, 1), out, 0.0)
+    return acc.reshape(x.shape[0], w.shape[0], *out) + b.reshape(1, -1, 1, 1)
 
 
 # (path, data shape, channels out, kernel, stride, pad): the path the layer takes (mxcc/ops/convolution.py)
