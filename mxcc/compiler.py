@@ -20,11 +20,11 @@ from mxcc.codegen.lower import lower, lower_folded, lower_train_program, lower_u
 from mxcc.codegen.render import render
 from mxcc.errors import GraphError, ShapeError
 from mxcc.graph import Graph, load_json
+from mxcc.module import PARAMS_FILE
 from mxcc.options import CompileOptions
 from mxcc.passes import run_pipeline
 from mxcc.plan import Location, Plan
 
-PARAMS_FILE = "params.params"
 
 
 def _graph_of(net) -> tuple[Graph, str]:
@@ -66,9 +66,10 @@ def _check_shapes(shapes) -> dict[str, tuple]:
 
 
 def plan_network(net, shapes: dict, opts: CompileOptions, log=None, *, wrt=None,
-                 state_names: tuple[str, ...] = ()) -> tuple[Plan, str]:
+                 state_names: tuple[str, ...] = (), accumulate: frozenset = frozenset()) -> tuple[Plan, str]:
     graph, source = _graph_of(net)
-    plan = run_pipeline(graph, _check_shapes(shapes), opts, log=log, wrt=wrt, state_names=state_names)
+    plan = run_pipeline(graph, _check_shapes(shapes), opts, log=log, wrt=wrt, state_names=state_names,
+                        accumulate=accumulate)
     for s, h in zip(plan.slots_of("output"), plan.graph.heads):
         if plan.graph.nodes[h.node].is_variable:
             raise GraphError(f"graph output {s.name!r} is the variable itself, nothing computes it",
@@ -142,61 +143,144 @@ def inspect_network(net, shapes: dict, opts: CompileOptions, name: str | None = 
     return plan_to_json(plan, lower(plan, name), lower_folded(plan, name))
 
 
-def _training_setup(opts, graph, shapes, optimizer, inputs_need_grad):
-    """(optimizer, variables to differentiate, optimizer state names) for a training compile."""
+GRAD_REQS = ("write", "add", "null")
+
+
+def grad_reqs(graph: Graph, shapes: dict, grad_req=None, inputs_need_grad: bool = False) -> dict[str, str]:
+    """MXNet's grad_req for every argument of a typed graph (its variables but aux states, in order).
+
+    As `simple_bind(grad_req=...)`: a string for every argument (data and labels included), a list in argument
+    order, or a dict by name (arguments it does not name: 'null'). None: MXNet Module's defaults, 'write' for
+    parameters and 'null' for data inputs and labels. `inputs_need_grad` (Module's name) makes the data
+    inputs 'write' where grad_req does not name them."""
+    from mxcc.passes import trainable
+    params = set(trainable(graph))
+    args = [n.name for n in graph.variables if n.name in params or n.name in graph.inputs]
+    data = [a for a in args if a in shapes]
+    if grad_req is None:
+        req = {a: "write" if a in params else "null" for a in args}
+    elif isinstance(grad_req, str):
+        req = {a: grad_req for a in args}
+    elif isinstance(grad_req, dict):
+        unknown = sorted(set(grad_req) - set(args))
+        if unknown:
+            raise ShapeError(f"grad_req names {unknown}, which are not arguments of the network "
+                             f"(its arguments: {', '.join(args)})", input=unknown[0])
+        req = {a: grad_req.get(a, "null") for a in args}
+    elif isinstance(grad_req, (list, tuple)):
+        if len(grad_req) != len(args):
+            raise ShapeError(f"grad_req is a list of {len(grad_req)}, expected one per argument, in order: "
+                             f"{', '.join(args)}", expected=len(args), got=len(grad_req))
+        req = dict(zip(args, grad_req))
+    else:
+        raise TypeError(f"grad_req must be a str, a list or a dict, got {type(grad_req).__name__}")
+    bad = {a: r for a, r in req.items() if r not in GRAD_REQS}
+    if bad:
+        a, r = next(iter(bad.items()))
+        raise ShapeError(f"grad_req {r!r} for {a!r}: expected one of {', '.join(map(repr, GRAD_REQS))}", input=a,
+                         expected=GRAD_REQS, got=r)
+    if inputs_need_grad:
+        named = set(args) if isinstance(grad_req, (str, list, tuple)) else set(grad_req or ())
+        req.update({a: "write" for a in data if a not in named})
+    return req
+
+
+@dataclass(frozen=True)
+class TrainingSetup:
+    """What a training compile differentiates, and how each gradient is stored."""
+    optimizer: object
+    wrt: list                     # variables that get a gradient (grad_req not 'null'), in argument order
+    accumulate: frozenset         # those whose gradient is added to their array (grad_req 'add')
+    state_names: tuple = ()       # the optimizer's per-parameter states
+
+
+def _training_setup(opts, graph, shapes, optimizer, grad_req, inputs_need_grad) -> TrainingSetup:
+    """The TrainingSetup of a training compile (an empty one for inference)."""
     if not opts.train:
         if optimizer is not None:
             raise TypeError("optimizer= needs train=True")
-        return None, None, ()
-    from mxcc.passes import bind, dce, infer_shapes, trainable
+        if grad_req is not None or inputs_need_grad:
+            raise TypeError("grad_req= and inputs_need_grad= need train=True")
+        return TrainingSetup(None, None, frozenset())
+    from mxcc.passes import bind, dce, infer_shapes
     if optimizer is None:
         from mxcc.optimizer import SGD
         optimizer = SGD(learning_rate=0.01)
-    typed = dce(infer_shapes(bind(graph), _check_shapes(shapes)))   # variables nothing reads get no gradient
-    wrt = trainable(typed) + ([i for i in typed.inputs if i in shapes] if inputs_need_grad else [])
-    return optimizer, wrt, tuple(optimizer.state_names)
+    checked = _check_shapes(shapes)
+    typed = infer_shapes(bind(graph), checked)
+    req = grad_reqs(typed, checked, grad_req, inputs_need_grad)
+    read = {n.name for n in dce(typed).variables}          # variables nothing reads get no gradient
+    return TrainingSetup(optimizer, [a for a, r in req.items() if r != "null" and a in read],
+                         frozenset(a for a, r in req.items() if r == "add" and a in read),
+                         tuple(optimizer.state_names))
 
 
 @dataclass(frozen=True)
 class InferenceVariant:
-    """The inference forward of a training build (`<net>_forward_infer`, Executor.forward(is_train=False))."""
-    calls: list                  # KernelCalls, phase "infer", numbered after the training kernels and updates
+    """The inference mode of a training build: `<net>_forward_infer` and `<net>_backward_infer`
+    (Executor.forward(is_train=False) and the backward() after it)."""
+    calls: list                  # forward KernelCalls, phase "infer", numbered after the training kernels and updates
+    backward: list               # <net>_backward_infer's KernelCalls (phase "infer_backward"), numbered after those
     arena_bytes: int             # the context's whole arena: the training plan's, then this variant's
-    kernels: list                # module.json kernel records (phase "infer")
-    folded: list                 # its folded constants' kernels (run by <net>_prepare, also before each forward_infer)
+    kernels: list                # module.json kernel records of both, in kernel-index order
+    folded: list                 # folded constants' kernels (run by <net>_prepare, also before each forward_infer)
     derived_bytes: int           # ctx->derived bytes they use
 
 
-def _inference_variant(net, shapes, opts, train: Plan, name: str, first_index: int) -> InferenceVariant | None:
-    """When training changes the forward (BatchNorm, Dropout: passes/train_mode.py), the same network planned
-    for inference (moving statistics, folded BatchNorm, no dropout) and placed in the training context: its
-    params, aux states, inputs and outputs are the training build's slots (by name; outputs by position), its
-    intermediates live in an arena range after the training one (so an inference forward between a training
-    forward and its backward does not disturb the saved activations). None when the forward is the same."""
+def _moved(plan: Plan, train: Plan, base: int) -> Plan:
+    """`plan` placed in the training build's context: its slots are the training plan's (inputs, head
+    gradients, params, aux states, gradients by kind and name; outputs by position), its arena from `base`."""
+    index = {(s.kind, s.name): s.index for s in train.slots}
+    slot_map = {s.index: index[(s.kind, s.name)] for s in plan.slots if s.kind != "output"}
+    slot_map.update(zip([s.index for s in plan.slots if s.kind == "output"],
+                        [s.index for s in train.slots if s.kind == "output"]))
+    locations = {k: Location(slot=slot_map[loc.slot]) if loc.slot is not None
+                 else loc if loc.derived is not None else Location(offset=base + loc.offset)
+                 for k, loc in plan.locations.items()}
+    return dc_replace(plan, slots=train.slots, locations=locations, arena_bytes=base + plan.arena_bytes,
+                      buffers=tuple(dc_replace(b, offset=base + b.offset) for b in plan.buffers))
+
+
+def _inference_variant(net, shapes, opts, train: Plan, name: str, first_index: int,
+                       setup: TrainingSetup) -> InferenceVariant | None:
+    """When training changes the forward (BatchNorm, Dropout: passes/train_mode.py), the network in inference
+    mode, placed in the training context (see _moved) in an arena range after the training one, so that an
+    inference forward between a training forward and a backward leaves the training values alone:
+
+    - `<net>_forward_infer`: the inference plan (moving statistics, BatchNorm folded into the convolution's
+      packed weight, no dropout), as fast as an inference build;
+    - `<net>_backward_infer`: the gradient of that function, as MXNet's backward after forward(is_train=False):
+      the network planned for training with is_train=False (its forward keeps what its backward reads, which
+      the fused inference kernels do not), forward and backward. It recomputes the forward rather than make
+      the inference forward keep those values, so evaluation, the common use of forward(is_train=False), pays
+      nothing for it. Both use the same range of the arena, one at a time.
+
+    None when the forward is the same in both modes."""
     from mxcc.passes import bind, mode_dependent
     if not opts.is_train or not mode_dependent(bind(_graph_of(net)[0])):
         return None
-    infer, _ = plan_network(net, shapes, dc_replace(opts, train=False))
-    index = {(s.kind, s.name): s.index for s in train.slots}
-    slot_map = {s.index: index[(s.kind, s.name)] for s in infer.slots if s.kind != "output"}
-    slot_map.update(zip([s.index for s in infer.slots if s.kind == "output"],
-                        [s.index for s in train.slots if s.kind == "output"]))
     base = (train.arena_bytes + 63) // 64 * 64
-    # ctx->derived is the variant's own: the training plan folds nothing (its params change every step)
-    locations = {k: Location(slot=slot_map[loc.slot]) if loc.slot is not None
-                 else loc if loc.derived is not None else Location(offset=base + loc.offset)
-                 for k, loc in infer.locations.items()}
-    moved = dc_replace(infer, slots=train.slots, locations=locations, arena_bytes=base + infer.arena_bytes,
-                       buffers=tuple(dc_replace(b, offset=base + b.offset) for b in infer.buffers))
-    calls = [dc_replace(c, phase="infer", node_index=first_index + i)
-             for i, c in enumerate(lower(moved, f"{name}_infer"))]
-    groups = plan_to_json(moved, calls)["groups"]
+    infer = _moved(plan_network(net, shapes, dc_replace(opts, train=False))[0], train, base)
+    grad = _moved(plan_network(net, shapes, dc_replace(opts, is_train=False), wrt=setup.wrt,
+                               accumulate=setup.accumulate)[0], train, base)
+    # ctx->derived is the variant's own (the training plan folds nothing: its params change every step); the
+    # gradient plan folds nothing either (a training plan), so only `infer` writes there
+    forward = lower(infer, f"{name}_infer")
+    backward = lower(grad, f"{name}_infergrad")
+    if any(c.prepare for c in backward):
+        raise AssertionError("the inference gradient's kernels would write ctx->derived over the inference forward's")
+    groups = {**dict(zip((c.fn for c in forward), plan_to_json(infer, forward)["groups"])),
+              **dict(zip((c.fn for c in backward), plan_to_json(grad, backward)["groups"]))}
+    calls = [dc_replace(c, phase="infer", node_index=first_index + i) for i, c in enumerate(forward)]
+    calls += [dc_replace(c, phase="infer_backward", node_index=first_index + len(forward) + i)
+              for i, c in enumerate(backward)]
     kernels = [dict(name=g["name"], function=g["function"], members=g["members"], ops=g["ops"], flops=g["flops"],
                     inputs=[i["shape"] for i in g["inputs"]], outputs=[o["shape"] for o in g["outputs"]],
                     bytes=sum(o["nbytes"] for o in g["outputs"]) + sum(4 * _prod(i["shape"]) for i in g["inputs"]),
-                    live=[], phase="infer") for g in groups]
-    return InferenceVariant(calls, moved.arena_bytes, kernels, lower_folded(moved, f"{name}_infer"),
-                            moved.derived_bytes)
+                    live=[], phase=c.phase) for c in calls for g in [groups[c.fn]]]
+    return InferenceVariant(calls[:len(forward)], calls[len(forward):],
+                            max(infer.arena_bytes, grad.arena_bytes), kernels, lower_folded(infer, f"{name}_infer"),
+                            infer.derived_bytes)
 
 
 def _module_class(opts):
@@ -210,33 +294,39 @@ def _train_kw(opts, optimizer) -> dict:
 
 
 def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = None, threads: int | None = None,
-            optimizer=None, inputs_need_grad=False, **options):
+            optimizer=None, grad_req=None, inputs_need_grad=False, **options):
     """Compile `net` (a Symbol, or a path to MXNet symbol JSON) for the given input shapes.
 
     `params`: a dict of arrays (`arg:`/`aux:` prefixes allowed) or a `.params`/`.npz` path, bound to the
     returned Module. `out_dir`: also write the sources, plan, binaries and params there (for `mxcc.load`).
     `options`: CompileOptions fields (fuse, plan, isa, profile, train, ...). sanitize=True builds the
     executables with AddressSanitizer/UBSan and returns the output directory instead of a Module. With train=True the result is
-    an Executor (forward/backward/update/step) whose update is `optimizer` (default SGD(learning_rate=0.01))
-    and `inputs_need_grad=True` also computes the gradients of the data inputs. Its forward runs in
-    training mode (BatchNorm batch statistics, Dropout masks; passes/train_mode.py) and its
-    forward(is_train=False) in inference mode (see _inference_variant); is_train=False differentiates the
-    inference function instead (MXNet's forward(is_train=False) + backward).
+    an Executor (forward/backward/update/step) whose update is `optimizer` (default SGD(learning_rate=0.01)).
+    `grad_req` is MXNet's (simple_bind): 'write', 'add' or 'null' for every argument, a list in argument order
+    or a dict by name (see grad_reqs; default: parameters 'write', data inputs and labels 'null'), and
+    `inputs_need_grad=True` (MXNet Module's name) makes the data inputs 'write'. Its forward(is_train=True)
+    runs in training mode (BatchNorm batch statistics, Dropout masks; passes/train_mode.py) and its
+    forward(is_train=False) in inference mode (see _inference_variant); backward() differentiates the
+    function the last forward computed, as MXNet's does. The option is_train=False compiles the inference
+    function only (both forwards then compute it).
     """
     from mxcc.module import Module
     from mxcc.params import load_params
     opts = CompileOptions.from_env(**options)
     graph, source = _graph_of(net)
-    optimizer, wrt, state_names = _training_setup(opts, graph, shapes, optimizer, inputs_need_grad)
-    plan, _ = plan_network(graph, shapes, opts, wrt=wrt, state_names=state_names)   # parsed once, above
+    setup = _training_setup(opts, graph, shapes, optimizer, grad_req, inputs_need_grad)
+    optimizer = setup.optimizer
+    plan, _ = plan_network(graph, shapes, opts, wrt=setup.wrt, state_names=setup.state_names,
+                           accumulate=setup.accumulate)   # the graph was parsed once, above
     name = c_ident(name) if name else _default_name(source)
     calls, folded = lower(plan, name), lower_folded(plan, name)
     updates = train_program = infer = None
+    train_arena = plan.arena_bytes
     if opts.train:
         lr_mult, wd_mult = optimizer.multipliers(graph, [w for w, _ in plan.graph.grads])
         updates = lower_updates(plan, optimizer.kind, lr_mult, wd_mult, len(calls))
         train_program = lower_train_program(plan, optimizer.step_hyper(1))
-        infer = _inference_variant(net, shapes, opts, plan, name, len(calls) + len(updates))
+        infer = _inference_variant(net, shapes, opts, plan, name, len(calls) + len(updates), setup)
         plan = dc_replace(plan, arena_bytes=infer.arena_bytes) if infer else plan   # one arena holds both
     src = render(plan, calls, name, template_dir=str(resource_dir("templates")), source=source,
                  options=f"fuse={'on' if opts.fuse else 'off'} plan={'on' if opts.plan else 'off'} "
@@ -244,8 +334,9 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
                          + (f" train={optimizer.kind}" if opts.train else "")
                          # on: the header's "folded" line says what
                          + ("" if opts.fold else " fold=off") + ("" if opts.schedule else " schedule=off"),
-                 profile=opts.profile, updates=updates, train_program=train_program,
+                 profile=opts.profile, poison=opts.poison, updates=updates, train_program=train_program,
                  optimizer=optimizer.kind if optimizer else "", infer_calls=infer.calls if infer else None,
+                 infer_backward=infer.backward if infer else None, train_arena_bytes=train_arena,
                  random=any(n.opdef.random for n in plan.graph.nodes if not n.is_variable),
                  folded=folded + (infer.folded if infer else []),
                  folded_bytes=max(plan.derived_bytes, infer.derived_bytes if infer else 0))

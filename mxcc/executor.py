@@ -3,7 +3,11 @@
 `forward(is_train=True, **inputs)`, `backward(out_grads=None)`, `update()` and `step(**inputs)` (all three in
 one C call) run the generated `<net>_forward/_backward/_update/_step`; `forward(is_train=False)` runs
 `<net>_forward_infer`, the inference forward (moving statistics, no dropout) compiled into the same context
-from the same graph, reading the same parameter and aux arrays (see compiler._inference_variant).
+from the same graph, reading the same parameter and aux arrays (see compiler._inference_variant), and a
+backward() after it runs `<net>_backward_infer`, the gradient of that inference function, as MXNet's backward
+differentiates what the last forward computed. Gradients follow MXNet's grad_req (compiler.grad_reqs):
+'write' overwrites `grad_dict[name]`, 'add' adds to it, 'null' has none. An Executor has one context, and
+its calls from several threads run one at a time (they share its arrays, as MXNet's executor's NDArrays).
 BatchNorm's moving statistics are updated in place by `backward()`, as MXNet does: `aux_dict` shows them.
 Training Dropout draws from a counter-based RNG in the context: `set_seed(s)` makes the masks reproducible. Parameters, gradients, aux states and
 optimizer states are numpy arrays the C code reads and writes in place: `arg_dict`, `grad_dict`, `aux_dict`
@@ -29,6 +33,8 @@ class Executor(Module):
         lib = self._lib
         self._forward_infer = getattr(lib, f"{self.name}_forward_infer")
         self._backward = getattr(lib, f"{self.name}_backward")
+        self._backward_infer = getattr(lib, f"{self.name}_backward_infer")
+        self._last_forward = None       # the C backward that differentiates the last forward
         self._update = getattr(lib, f"{self.name}_update")
         self._step = getattr(lib, f"{self.name}_step")
         self._hyper = lib.mxcc_ctx_hyper(self._ctx)
@@ -37,6 +43,8 @@ class Executor(Module):
         self.outputs = [self._bind_new(s) for s in slots if s["kind"] == "output"]
         self.grad_dict = {s["name"]: self._bind_new(s) for s in slots if s["kind"] == "grad"}
         self.state_dict = {s["name"]: self._bind_new(s) for s in slots if s["kind"] == "state"}
+        # grad_req 'add': the backward computes into these, then adds them to grad_dict's arrays
+        self._fresh_grads = {s["name"]: self._bind_new(s) for s in slots if s["kind"] == "grad_fresh"}
         self._head_grads = [s for s in slots if s["kind"] == "input" and s["name"].endswith("_head_grad")]
         self._data_inputs = [s for s in self._inputs if not s[0].endswith("_head_grad")]
         self._bound_inputs: dict[str, np.ndarray] = {}
@@ -59,8 +67,7 @@ class Executor(Module):
 
     # -- running -------------------------------------------------------------------------------------------
     def _bind_inputs(self, inputs: dict) -> None:
-        if self._unbound:
-            raise ParamsError("params not bound: " + ", ".join(self._unbound) + " (use set_params)")
+        self._check_unbound()
         known = {n for n, *_ in self._data_inputs}
         unknown = set(inputs) - known
         if unknown:
@@ -85,19 +92,29 @@ class Executor(Module):
 
         is_train=True: training mode (BatchNorm batch statistics, Dropout masks; what backward() needs).
         is_train=False: inference mode (moving statistics, no dropout), as MXNet's forward(is_train=False);
-        it keeps the values a pending backward() reads (its intermediates have an arena range of their own)."""
-        self._bind_inputs(inputs)
-        self._call(self._forward if is_train else self._forward_infer)
-        return self.outputs
+        backward() then differentiates the function this forward computed, in either mode."""
+        with self._primary_lock:
+            self._bind_inputs(inputs)
+            self._call(self._forward if is_train else self._forward_infer)
+            self._last_forward = self._backward if is_train else self._backward_infer
+            return self.outputs
 
     def set_seed(self, seed: int) -> None:
         """Seed the random operators (training Dropout) and restart their step count: the masks of the
         following training forwards are a function of (seed, forward count, layer) only."""
-        self._lib.mxcc_ctx_set_seed(self._ctx, int(seed) & (2 ** 64 - 1))
+        with self._primary_lock:
+            self._lib.mxcc_ctx_set_seed(self._ctx, int(seed) & (2 ** 64 - 1))
 
     def backward(self, out_grads=None) -> None:
-        """Gradients of every parameter into `grad_dict`. `out_grads`: head gradients for the outputs that
-        are not loss heads (one array each, in output order), as MXNet's Executor.backward takes them."""
+        """Gradients into `grad_dict` (written, or added with grad_req 'add') of the function the last forward
+        computed (training or inference mode). `out_grads`: head gradients for the outputs that are not loss
+        heads (one array each, in output order), as MXNet's Executor.backward takes them."""
+        with self._primary_lock:
+            self._backward_locked(out_grads)
+
+    def _backward_locked(self, out_grads) -> None:
+        if self._last_forward is None:
+            raise ShapeError("backward() needs a forward() first: it differentiates what the last forward computed")
         if self._head_grads:
             if out_grads is None:
                 raise ShapeError(f"backward needs out_grads for the outputs that are not loss heads: "
@@ -112,7 +129,7 @@ class Executor(Module):
                                      f"{tuple(s['shape'])}", input=s["name"])
                 self._bound_inputs[s["name"]] = g
                 self._slots[s["index"]] = self._ffi.from_buffer(g)
-        self._call(self._backward)
+        self._call(self._last_forward)
 
     def _set_hyper(self) -> None:
         h = self.optimizer.step_hyper(self.num_update + 1)
@@ -121,16 +138,19 @@ class Executor(Module):
 
     def update(self) -> None:
         """One optimizer step on every parameter from the gradients in grad_dict."""
-        self._set_hyper()
-        self._call(self._update)
-        self.num_update += 1
+        with self._primary_lock:
+            self._set_hyper()
+            self._call(self._update)
+            self.num_update += 1
 
     def step(self, **inputs) -> list[np.ndarray]:
         """forward(is_train=True) + backward() + update() in one C call (loss heads only)."""
         if self._head_grads:
             raise ShapeError("step() needs a network whose outputs are all loss heads; use forward/backward")
-        self._bind_inputs(inputs)
-        self._set_hyper()
-        self._call(self._step)
-        self.num_update += 1
-        return self.outputs
+        with self._primary_lock:
+            self._bind_inputs(inputs)
+            self._set_hyper()
+            self._call(self._step)
+            self._last_forward = self._backward
+            self.num_update += 1
+            return self.outputs

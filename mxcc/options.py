@@ -23,11 +23,16 @@ class CompileOptions:
     opt_level: str = "-O3"
     cc: str = "gcc"
     sanitize: bool = False        # -fsanitize=address,undefined (tests)
+    poison: bool = False          # tests (MXCC_POISON=1): before each call the arena, the kernels' scratch,
+                                  # outputs and gradients are filled with NaN, and each kernel's outputs again
+                                  # just before it runs, so a read of memory nothing wrote shows up as NaN
 
     @classmethod
     def from_env(cls, **overrides) -> "CompileOptions":
-        """Defaults, then MXCC_CC / CC for the compiler, then explicit keyword overrides."""
+        """Defaults, then MXCC_CC / CC for the compiler and MXCC_POISON=1, then explicit keyword overrides."""
         kw = {"cc": os.environ.get("MXCC_CC") or os.environ.get("CC") or "gcc"}
+        if os.environ.get("MXCC_POISON", "") not in ("", "0"):
+            kw["poison"] = True
         known = {f.name for f in fields(cls)}
         unknown = set(overrides) - known
         if unknown:

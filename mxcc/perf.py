@@ -369,7 +369,7 @@ def record_python(directory, *, iters: int | None = None, seconds: float | None 
 def drive(directory, iters="0", seconds="0", threads="0", warmup=str(WARMUP)) -> None:
     """The Python process `--py` samples: load DIR, bind random inputs, run forwards, print the bench line."""
     import numpy as np
-    from mxcc.compiler import PARAMS_FILE
+    from mxcc.module import PARAMS_FILE
     from mxcc.module import load
     iters, seconds, threads, warmup = int(iters), float(seconds), int(threads), int(warmup)
     mod = load(directory)

@@ -31,10 +31,12 @@ Trace file (JSON object format; the C executables' --trace should write the same
   NOTE: ts is in µs whatever displayTimeUnit says ("ns" only makes chrome://tracing print ns; Perfetto
   follows the spec since 2022, google/perfetto#274).
 
-Threads: a module's event buffer is drained only under the module's `_prof_lock`, which Module.forward
-(and Executor's entry points) hold around the C call while profiling is on (`None` otherwise: one
-attribute test per call). The simplest correct design: the C buffer stays a plain array (no atomics),
-a drain never overlaps a forward, and only a collector drain can delay a forward (by a memcpy).
+Threads: a module's event buffer (that of its first context) is drained only under the module's
+`_prof_lock`, its `_primary_lock`, which every call on that context holds; while profiling is on, Module.forward
+runs its calls on that context only, one at a time (`_prof_lock` is None otherwise: one attribute test per
+call), and Executor's entry points always run there. The simplest correct design: the C buffer stays a plain
+array (no atomics), a drain never overlaps a forward, and only a collector drain can delay a forward (by a
+memcpy).
 """
 from __future__ import annotations
 
@@ -134,7 +136,7 @@ class _Source:
         self.meta = mod.meta
         self.net = NetTables(mod.meta)
         self.title = f"{mod.name} ({', '.join(f'{n}={s}' for n, s in mod.input_shapes.items())})"
-        self.lock = threading.Lock()
+        self.lock = mod._primary_lock            # held by every call on the context this reads
         self.scratch = np.empty(0, type(mod).PROF_DTYPE)
         self.to_trace: list[np.ndarray] = []     # drained, not yet serialized
         self.to_stats: list[np.ndarray] = []     # drained, not yet in the aggregate table

@@ -89,6 +89,18 @@ int mxcc_ctx_reserve_threads(mxcc_ctx *ctx, size_t scratch_floats, int threads)
     return 0;
 }
 
+mxcc_ctx *mxcc_ctx_create_shared(const mxcc_ctx *base, size_t arena_bytes, int n_slots, size_t scratch_floats,
+                                 int threads, char *err, size_t errlen)
+{
+    mxcc_ctx *ctx = mxcc_ctx_create(arena_bytes, 0, n_slots, scratch_floats, threads, err, errlen);
+    if (!ctx)
+        return NULL;
+    ctx->derived = base->derived;
+    ctx->derived_bytes = base->derived_bytes;
+    ctx->derived_shared = 1;
+    return ctx;
+}
+
 void mxcc_ctx_free(mxcc_ctx *ctx)
 {
     if (!ctx)
@@ -98,8 +110,28 @@ void mxcc_ctx_free(mxcc_ctx *ctx)
     free(ctx->prof.events);
     free(ctx->slots);
     free(ctx->arena);
-    free(ctx->derived);
+    if (!ctx->derived_shared)
+        free(ctx->derived);
     free(ctx);
+}
+
+void mxcc_poison(void *p, size_t bytes)
+{
+    if (p && bytes)
+        memset(p, 0xFF, bytes);
+}
+
+void mxcc_ctx_poison_scratch(mxcc_ctx *ctx)
+{
+    if (ctx->scratch)
+        mxcc_poison(ctx->scratch, ctx->scratch_floats * sizeof(float));
+}
+
+void mxcc_accumulate_f32(float *dst, const float *src, long n)
+{
+    #pragma omp parallel for simd schedule(static) if (n >= (1L << 16))
+    for (long i = 0; i < n; i++)
+        dst[i] += src[i];
 }
 
 void **mxcc_ctx_slots(mxcc_ctx *ctx) { return ctx->slots; }

@@ -30,6 +30,7 @@ typedef struct mxcc_ctx {
     size_t arena_bytes;
     unsigned char *derived;   /* values computed from params at bind time (<net>_prepare): folded BatchNorm */
     size_t derived_bytes;
+    int derived_shared;       /* derived belongs to another context (mxcc_ctx_create_shared): not freed here */
     void **slots;             /* host-bound tensors: inputs, params, aux states, outputs (plan order) */
     int n_slots;
     mxcc_gemm_ws *gemm;       /* GEMM packing buffers, one slot per thread */
@@ -60,6 +61,19 @@ mxcc_ctx *mxcc_ctx_create(size_t arena_bytes, size_t derived_bytes, int n_slots,
 /* Room for `threads` threads (scratch_floats: the kernels' scratch for that many); no-op if there is room.
  * 0, or -1 out of memory (the context is unchanged). Not while the context runs. */
 int mxcc_ctx_reserve_threads(mxcc_ctx *ctx, size_t scratch_floats, int threads);
+/* A context for running the same network in another thread at the same time as `base`: an arena, slots and
+ * per-thread buffers of its own, and base's ctx->derived (the bind-time packed weights and folded values)
+ * shared read-only, so N threads cost N arenas but one copy of the weights. `base` must outlive it, and
+ * <net>_prepare must not run on base while this context runs. Its param slots start empty: bind them. */
+mxcc_ctx *mxcc_ctx_create_shared(const mxcc_ctx *base, size_t arena_bytes, int n_slots, size_t scratch_floats,
+                                 int threads, char *err, size_t errlen);
+/* Tests (CompileOptions.poison): fill `bytes` at p with 0xFF, a float32 NaN, so that a read of memory no
+ * kernel wrote shows up as NaN in a result. */
+void mxcc_poison(void *p, size_t bytes);
+/* The context's per-thread scratch, poisoned likewise. */
+void mxcc_ctx_poison_scratch(mxcc_ctx *ctx);
+/* dst[i] += src[i]: a gradient with MXNet's grad_req 'add' accumulated into the caller's array. */
+void mxcc_accumulate_f32(float *dst, const float *src, long n);
 /* The threads a new context makes room for: OpenMP's current count or the processors, whichever is more
  * (so raising the count to the machine's size later never falls back to serial kernels). */
 int mxcc_default_threads(void);

@@ -28,6 +28,8 @@ class Buffer:
     expr: str
     where: str
     restrict: bool = True          # False when it shares storage with another buffer of the call (in-place)
+    fresh: bool = False            # the kernel writes all of it before reading any (its outputs, its workspace,
+                                   # not in-place): a poison build (CompileOptions.poison) fills it with NaN first
 
 
 @dataclass(frozen=True)
@@ -186,7 +188,7 @@ def _no_restrict_on_aliases(call: KernelCall) -> KernelCall:
         count[b.where] = count.get(b.where, 0) + 1
     if all(c == 1 for c in count.values()):
         return call
-    bufs = tuple(replace(b, restrict=False) if count[b.where] > 1 else b for b in call.buffers)
+    bufs = tuple(replace(b, restrict=False, fresh=False) if count[b.where] > 1 else b for b in call.buffers)
     return replace(call, buffers=bufs)
 
 
@@ -201,7 +203,7 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int, d
     anchor = members[0]
     op = anchor.opdef
     flops = sum(m.opdef.flops(m.params, [g.type_of(r) for r in m.inputs], m.out_types) for m in members)
-    outs = [_buffer(plan, r, "out" if len(grp.outputs) == 1 else f"out{j}", True, slot_names)
+    outs = [replace(_buffer(plan, r, "out" if len(grp.outputs) == 1 else f"out{j}", True, slot_names), fresh=True)
             for j, r in enumerate(grp.outputs)]
     common = dict(fn=fn, group=grp.name, sources=tuple(m.name for m in members),
                   ops=tuple(m.op for m in members), flops=flops, node_index=index, phase=anchor.phase)
@@ -245,7 +247,7 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int, d
         nbytes = next(b.nbytes for b in (*plan.buffers, *plan.derived_buffers)
                       if b.name == f"{anchor.name}_workspace")
         expr, where = _location_expr(ws, True, slot_names)
-        outs.append(Buffer("workspace", TensorType((nbytes // 4,)), True, expr, f"{where} (scratch)"))
+        outs.append(Buffer("workspace", TensorType((nbytes // 4,)), True, expr, f"{where} (scratch)", fresh=True))
     return KernelCall(template=template, vars=variables, buffers=(*ins, *outs), prepare=prepare, **common)
 
 

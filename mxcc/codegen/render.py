@@ -52,17 +52,26 @@ def _render_kernel(env, call: KernelCall) -> str:
 
 def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, source: str,
            options: str, profile: bool = True, updates: list | None = None, train_program: dict | None = None,
-           optimizer: str = "", infer_calls: list | None = None, random: bool = False,
+           optimizer: str = "", infer_calls: list | None = None, infer_backward: list | None = None,
+           train_arena_bytes: int | None = None, random: bool = False, poison: bool = False,
            folded: list | None = None, folded_bytes: int = 0) -> CSource:
-    """`infer_calls`: a training build's inference forward (`<net>_forward_infer`), numbered after the
-    updates; None when the forward does not depend on the mode. `random`: the forward draws from the
+    """`infer_calls`, `infer_backward`: a training build's inference forward (`<net>_forward_infer`) and its
+    backward (`<net>_backward_infer`), numbered after the updates, in the arena after the training plan's
+    `train_arena_bytes`; None when the forward does not depend on the mode. `poison`: the entry points
+    fill what each call writes with NaN first (CompileOptions.poison). `random`: the forward draws from the
     context's RNG (training Dropout), so each training forward advances ctx->rng_step. `folded`: the kernels
     of folded constants (lower_folded; of the inference variant too), run first by `<net>_prepare`, writing
     `folded_bytes` of ctx->derived; they are not in the kernel table (the forward never runs them)."""
     from mxcc.codegen.lower import derived_bytes
     env = environment(template_dir)
     folded = folded or []
-    every = calls + (infer_calls or [])
+    every = calls + (infer_calls or []) + (infer_backward or [])
+    train_arena = plan.arena_bytes if train_arena_bytes is None else train_arena_bytes
+    infer_base = (train_arena + 63) // 64 * 64
+    slot_dicts = [dict(index=s.index, name=s.name, cname=c_string(s.name), kind=s.kind, shape=s.shape,
+                       size=_size(s.shape), ident=ident)
+                  for s, ident in zip(plan.slots, unique_idents([f"{s.kind}_{s.name}" for s in plan.slots]))]
+    fresh = {s["name"]: s for s in slot_dicts if s["kind"] == "grad_fresh"}
     ctx = dict(
         net=net, NET=net.upper(), version=__version__, source=source, options=options, profile=profile,
         calls=calls, kernels=[_render_kernel(env, c) for c in every + folded],
@@ -75,17 +84,23 @@ def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, 
         + [p.fn for c in every for p in c.prepare],
         folded=folded, folded_bytes=folded_bytes, folded_nodes=sum(len(c.sources) for c in folded),
         forward=[c for c in calls if c.phase == "forward"], backward=[c for c in calls if c.phase == "backward"],
-        infer=infer_calls or [], random=random,
+        infer=infer_calls or [], infer_backward=infer_backward or [], random=random, poison=poison,
+        poisons={c.fn: [(b.expr, b.type.nbytes) for b in c.buffers if b.fresh] for c in every},
+        train_range=(0, train_arena), infer_range=(infer_base, plan.arena_bytes - infer_base),
+        output_slots=[s for s in slot_dicts if s["kind"] == "output"],
+        # what a backward writes whole: the gradients it writes, and those it computes to add (grad_req 'add')
+        computed_grad_slots=[s for s in slot_dicts if (s["kind"] == "grad" and s["name"] not in fresh)
+                             or s["kind"] == "grad_fresh"],
+        accumulates=[dict(name=s["name"], grad=s["index"], fresh=fresh[s["name"]]["index"], n=s["size"])
+                     for s in slot_dicts if s["kind"] == "grad" and s["name"] in fresh],
         # a training build's updates change the params: forward_infer refolds what is derived from them
-        infer_prepares=bool(infer_calls) and (bool(folded) or any(c.prepare for c in infer_calls)),
+        infer_prepares=bool(infer_calls) and (bool(folded) or any(c.prepare for c in every[len(calls):])),
         train=updates is not None, updates=updates or [],
-        slots=[dict(index=s.index, name=s.name, cname=c_string(s.name), kind=s.kind, shape=s.shape,
-                    size=_size(s.shape), ident=ident)
-               for s, ident in zip(plan.slots, unique_idents([f"{s.kind}_{s.name}" for s in plan.slots]))],
+        slots=slot_dicts,
         arena_bytes=plan.arena_bytes, lower_bound_bytes=plan.lower_bound_bytes,
         num_nodes=sum(1 for n in plan.graph.nodes if not n.is_variable),
         node_names=[c_string(c.group) for c in calls] + [c_string(f"update:{u.param}") for u in updates or []]
-        + [c_string(c.group) for c in infer_calls or []],
+        + [c_string(c.group) for c in (infer_calls or []) + (infer_backward or [])],
     )
     return CSource(c=env.get_template("net.c.j2").render(**ctx), h=env.get_template("net.h.j2").render(**ctx),
                    cdef=env.get_template("cdef.h.j2").render(**ctx),

@@ -43,12 +43,13 @@ def trainable(graph: Graph) -> list[str]:
 
 
 def run_pipeline(graph: Graph, shapes: dict, opts: CompileOptions, log=None, *, wrt: list[str] | None = None,
-                 state_names: tuple[str, ...] = ()):
+                 state_names: tuple[str, ...] = (), accumulate: frozenset[str] = frozenset()):
     """Graph + input shapes -> Plan. `log(name, seconds, nodes)` is called after each pass.
 
     With opts.train the backward graph for `wrt` (default: every parameter) is appended by autodiff, after
     train_mode gave mode-dependent ops their training form (unless opts.is_train is False: then the
-    gradient is that of the inference function, MXNet's forward(is_train=False) + backward)."""
+    gradient is that of the inference function, MXNet's forward(is_train=False) + backward). The gradients
+    of the variables in `accumulate` (grad_req 'add') are added to their arrays (plan_memory.host_slots)."""
     t = time.perf_counter()
     g = infer_shapes(bind(graph), shapes)
     if log:
@@ -67,7 +68,7 @@ def run_pipeline(graph: Graph, shapes: dict, opts: CompileOptions, log=None, *, 
             if log:
                 log(name, time.perf_counter() - t, len(g.nodes))
     t = time.perf_counter()
-    plan = plan_memory(g, enabled=opts.plan, state_names=state_names)
+    plan = plan_memory(g, enabled=opts.plan, state_names=state_names, accumulate=accumulate)
     if log:
         log("plan_memory", time.perf_counter() - t, len(g.nodes))
     return plan

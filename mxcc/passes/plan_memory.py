@@ -27,9 +27,12 @@ def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def host_slots(graph: Graph, state_names: tuple[str, ...] = ()) -> tuple[Slot, ...]:
+def host_slots(graph: Graph, state_names: tuple[str, ...] = (), accumulate: frozenset[str] = frozenset()
+               ) -> tuple[Slot, ...]:
     """Inputs (in graph.inputs order), then params and aux states (node order), then outputs (heads), then
-    gradients (graph.grads order, named after their variable)."""
+    gradients (graph.grads order, named after their variable), then optimizer states, then for the gradients
+    in `accumulate` (MXNet's grad_req 'add') the slot the backward computes them into ("grad_fresh"), which
+    the backward then adds to their "grad" slot."""
     aux_ids: set[int] = set()
     label_ids: set[int] = set()
     other_reads: set[int] = set()
@@ -61,6 +64,9 @@ def host_slots(graph: Graph, state_names: tuple[str, ...] = ()) -> tuple[Slot, .
         if name not in graph.inputs:
             for st in state_names:
                 slots.append(Slot(len(slots), f"{name}_{st}", "state", graph.type_of(r).shape))
+    for name, r in graph.grads:
+        if name in accumulate:
+            slots.append(Slot(len(slots), name, "grad_fresh", graph.type_of(r).shape))
     return tuple(slots)
 
 
@@ -74,11 +80,12 @@ def _view_source(graph: Graph, r: Ref) -> Ref:
         r = n.inputs[0]
 
 
-def plan_memory(graph: Graph, enabled: bool = True, state_names: tuple[str, ...] = ()) -> Plan:
+def plan_memory(graph: Graph, enabled: bool = True, state_names: tuple[str, ...] = (),
+                accumulate: frozenset[str] = frozenset()) -> Plan:
     assert graph.groups is not None, "plan_memory requires the fuse pass"
     folded = tuple(g for g in graph.groups if graph.nodes[g.anchor].phase == PREPARE)
     graph = graph.with_nodes(graph.nodes, groups=tuple(g for g in graph.groups if g not in folded))
-    slots = host_slots(graph, state_names)
+    slots = host_slots(graph, state_names, accumulate)
     slot_of = {s.name: s.index for s in slots if s.kind in ("input", "param", "aux")}
     locations: dict[tuple[int, int], Location] = {}
     for n in graph.variables:
@@ -87,8 +94,10 @@ def plan_memory(graph: Graph, enabled: bool = True, state_names: tuple[str, ...]
     out_slot = {}
     for s, h in zip([s for s in slots if s.kind == "output"], graph.heads):
         out_slot.setdefault(h.key, s.index)
-    for s, (_, r) in zip([s for s in slots if s.kind == "grad"], graph.grads):
-        out_slot.setdefault(r.key, s.index)
+    written = {s.name: s.index for s in slots if s.kind == "grad"}
+    written.update({s.name: s.index for s in slots if s.kind == "grad_fresh"})
+    for name, r in graph.grads:
+        out_slot.setdefault(r.key, written[name])
     vals = _live_ranges(graph)
     for key in list(vals):
         if key in out_slot:

@@ -336,9 +336,11 @@ def test_rrelu_training_slopes(rng):
 
 
 def test_inference_forward_of_a_training_build(rng):
-    """forward(is_train=False) of a training build (moving statistics, BatchNorm folded into the
-    convolution, no dropout) equals an inference build of the same network with the same (updated)
-    parameters, and does not disturb a pending backward."""
+    """forward(is_train=False) of a training build (moving statistics, no dropout) equals an inference
+    build of the same network with the same (updated) parameters; backward() differentiates what the last
+    forward computed, as MXNet's does: after forward(is_train=False) the inference function (the gradients of
+    a build compiled with is_train=False), after forward(is_train=True) the training one, whichever forward
+    ran before."""
     x = sym.var("data")
     h = sym.Activation(sym.BatchNorm(sym.Convolution(x, kernel=(3, 3), num_filter=4, name="conv"),
                                      fix_gamma=False, name="bn"), act_type="relu")
@@ -354,7 +356,6 @@ def test_inference_forward_of_a_training_build(rng):
     exe.backward(head)
     grads = {k: v.copy() for k, v in exe.grad_dict.items()}
     exe.forward(is_train=True, data=data)          # the next step: a new dropout mask
-    exe.forward(is_train=False, data=data)         # between a training forward and its backward
     exe.backward(head)
     assert any(not np.array_equal(grads[k], exe.grad_dict[k]) for k in grads)   # a new dropout mask was used
     exe.set_seed(0)
@@ -362,11 +363,20 @@ def test_inference_forward_of_a_training_build(rng):
     exe.backward(head)
     first = {k: v.copy() for k, v in exe.grad_dict.items()}
     exe.set_seed(0)
-    exe.forward(is_train=True, data=data)
     exe.forward(is_train=False, data=data)
+    exe.forward(is_train=True, data=data)          # the training forward after an inference one
     exe.backward(head)
-    for k in first:                                 # the inference forward did not touch the saved values
+    for k in first:
         assert np.array_equal(first[k], exe.grad_dict[k]), k
+    exe.forward(is_train=True, data=data)
+    exe.forward(is_train=False, data=data)         # the last forward is the inference one: its gradient
+    exe.backward(head)
+    ref_exe = mxcc.compile(net, shapes, train=True, is_train=False, optimizer=_SGD0())
+    ref_exe.set_params({**exe.arg_dict, **{"aux:" + k: v for k, v in exe.aux_dict.items()}}, allow_extra=True)
+    ref_exe.forward(data=data)
+    ref_exe.backward(head)
+    for k, g in ref_exe.grad_dict.items():
+        assert rel_err(exe.grad_dict[k], g) <= 1e-5, k
     infer = mxcc.compile(net, shapes)
     infer.set_params({**{k: v for k, v in exe.arg_dict.items() if k in infer.param_shapes},
                       **{"aux:" + k: v for k, v in exe.aux_dict.items()}})
