@@ -4,21 +4,36 @@ The cache key is a sha256 of everything that affects the binaries: the generated
 file, the flags, `gcc --version`, the cffi version, the Python ABI tag and the mxcc version (never mtimes).
 Builds happen in `cache/tmp-<pid>-<random>/` and are published with one `os.rename` to `cache/<2 hex>/<key>/`;
 a process that loses the race keeps the winner's copy, so concurrent compiles of one network all succeed.
-Runtime object files are cached the same way under their own key, so a new network compiles only its own
-C. This module also owns `resource_dir()`, the one place that finds templates/ and runtime_c/.
+Runtime object files are cached the same way under `cache/runtime/<key>/`, so a new network compiles only
+its own C. This module also owns `resource_dir()`, the one place that finds templates/ and runtime_c/.
+
+The cache heals itself, because a disk that filled up, a copy broken off or another tool can leave an entry
+that would otherwise fail on every later compile. Each entry's `DONE` marker (JSON) records the size and
+sha256 of every file in it, and every hit checks them (a few ms). A damaged entry (a file missing or
+changed, DONE missing, garbled or in the old plain-key format) is first renamed to a private `tmp-` name,
+so that no other process can be publishing into it, checked again there (a good entry published meanwhile
+is put back), then removed with one warning and rebuilt. A build also removes the `tmp-<pid>-*` folders of
+killed builds: pid not alive on this host and nothing in them touched for STALE_AFTER_S. OSErrors from the
+cache (cannot create it, read-only, disk full) become one-line BuildErrors that name MXCC_CACHE_DIR.
 """
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import io
 import hashlib
+import json
 import os
+import re
 import shutil
 import subprocess
+import sys
 import sysconfig
 import tempfile
+import time
 import uuid
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +42,7 @@ from mxcc.errors import BuildError
 from mxcc.options import CompileOptions, cache_dir
 
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+STALE_AFTER_S = 300     # a tmp- folder of a dead pid, untouched this long, is a killed build's leftover
 
 
 def resource_dir(kind: str) -> Path:
@@ -97,8 +113,14 @@ def _compile_parallel(jobs: list[tuple[list[str], str]], cwd: Path) -> None:
     """Run compiler commands two at a time (the machines have 2+ cores)."""
     procs = []
     for cmd, what in jobs:
-        procs.append((subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
-                      cmd, what))
+        try:
+            p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        except OSError as e:
+            for q, _, _ in procs:
+                q.kill()
+                q.wait()
+            raise BuildError(f"{what} failed: cannot run {cmd[0]}: {e.strerror or e}") from e
+        procs.append((p, cmd, what))
     errors = []
     for p, cmd, what in procs:
         _, err = p.communicate()
@@ -109,23 +131,190 @@ def _compile_parallel(jobs: list[tuple[list[str], str]], cwd: Path) -> None:
         raise BuildError("\n".join(errors))
 
 
-def _publish(tmp: Path, final: Path) -> Path:
-    """Atomically move a finished build into place; if another process won the race, keep theirs."""
-    final.parent.mkdir(parents=True, exist_ok=True)
+# ---- the cache: errors, validation, healing, publishing ----
+
+def _cache_error(e: OSError, doing: str, path: Path) -> BuildError:
+    why = "it exists and is not a directory" if isinstance(e, FileExistsError) else (e.strerror or str(e))
+    hint = ("free some space, or set MXCC_CACHE_DIR to a directory with room"
+            if e.errno in (errno.ENOSPC, errno.EDQUOT) else "set MXCC_CACHE_DIR to a writable directory")
+    return BuildError(f"cannot {doing} the compile cache at {path}: {why} ({hint})")
+
+
+def _cache_root() -> Path:
+    """The cache root, created; only builds call this, so hits work in a read-only cache."""
+    root = Path(cache_dir())
     try:
-        os.rename(tmp, final)
-    except OSError:
-        if not (final / "DONE").exists():
-            raise
-        shutil.rmtree(tmp, ignore_errors=True)
-    return final
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _cache_error(e, "create", root) from e
+    return root
 
 
 def _tmpdir(root: Path) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
     d = root / f"tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    d.mkdir()
+    try:
+        d.mkdir()
+    except OSError as e:
+        raise _cache_error(e, "write to", root) from e
     return d
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+@contextlib.contextmanager
+def _scratch(root: Path):
+    """A private build folder under the cache root: removed on any failure, its OSErrors made BuildErrors."""
+    tmp = _tmpdir(root)
+    try:
+        yield tmp
+    except OSError as e:
+        _remove(tmp)
+        raise _cache_error(e, "write to", root) from e
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):     # no such pid (or none that could exist)
+        return False
+    except OSError:             # EPERM: it exists, as another user
+        return True
+    return True
+
+
+def _sweep_stale(root: Path) -> None:
+    """Remove the tmp- folders of killed builds. A dead pid alone is not enough: a build on another host or
+    container sharing the cache has a pid meaningless here, but it keeps writing files."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    now = time.time()
+    for name in names:
+        m = re.fullmatch(r"tmp-(\d+)-[0-9a-f]+", name)
+        if m is None or _alive(int(m[1])):
+            continue
+        path = root / name
+        try:
+            newest = path.lstat().st_mtime
+            if path.is_dir():
+                with os.scandir(path) as it:
+                    newest = max([newest, *(e.stat(follow_symlinks=False).st_mtime for e in it)])
+        except OSError:         # another process is removing it
+            continue
+        if now - newest >= STALE_AFTER_S:
+            _remove(path)
+
+
+def _digest(path: Path) -> tuple[int, str]:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return path.stat().st_size, h.hexdigest()
+
+
+def _seal(tmp: Path, key: str) -> None:
+    """Write DONE: the key and each file's size and sha256, so that a hit can tell an intact entry."""
+    files = {}
+    for p in sorted(tmp.iterdir()):
+        if p.is_file() and p.name != "DONE":
+            size, sha = _digest(p)
+            files[p.name] = {"size": size, "sha256": sha}
+    (tmp / "DONE").write_text(json.dumps({"key": key, "files": files}, indent=1))
+
+
+def _damage(entry: Path, key: str, need: list[str]) -> str | None:
+    """Why the cache entry cannot be used, or None when it is intact."""
+    try:
+        done = json.loads((entry / "DONE").read_text())
+    except FileNotFoundError:
+        return "its DONE marker is missing"
+    except (OSError, ValueError) as e:
+        return f"its DONE marker is unreadable: {e}"
+    files = done.get("files") if isinstance(done, dict) else None
+    if not isinstance(files, dict) or done.get("key") != key:
+        return "its DONE marker is of an old or unknown format"
+    for name in need:
+        if name not in files:
+            return f"its DONE marker does not list {name}"
+    for name, rec in files.items():
+        if os.sep in name or name in ("", ".", "..") or not isinstance(rec, dict):
+            return "its DONE marker is garbled"
+        path = entry / name
+        try:
+            if path.stat().st_size != rec.get("size"):
+                return f"{name} has {path.stat().st_size} bytes, expected {rec.get('size')}"
+            if _digest(path)[1] != rec.get("sha256"):
+                return f"{name} does not match its recorded sha256"
+        except OSError as e:
+            return f"{name} cannot be read: {e.strerror or e}"
+    return None
+
+
+def _warn(message: str) -> None:
+    """warnings.warn pointed at the first caller outside mxcc (skip_file_prefixes needs Python 3.12)."""
+    pkg, frame, level = os.path.dirname(os.path.abspath(__file__)), sys._getframe(1), 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(pkg + os.sep):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, RuntimeWarning, stacklevel=level)
+
+
+def _usable(entry: Path, key: str, need: list[str], root: Path) -> bool:
+    """True when `entry` is an intact cache entry. A damaged one is removed (with one warning): renamed away
+    first, so that it is ours alone, and checked again, since another process may have replaced it."""
+    for _ in range(3):
+        if not os.path.lexists(entry):
+            return False
+        if _damage(entry, key, need) is None:
+            return True
+        grave = root / f"tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            os.rename(entry, grave)
+        except FileNotFoundError:           # another process is healing it
+            return False
+        except OSError as e:
+            raise _cache_error(e, f"remove the damaged entry {entry} from", root) from e
+        why = _damage(grave, key, need)
+        if why is None:                     # an intact entry published since our check: put it back
+            try:
+                os.rename(grave, entry)
+            except OSError:
+                _remove(grave)
+            continue
+        _warn(f"mxcc: the compile cache entry {entry} is damaged ({why}); removed it, rebuilding")
+        _remove(grave)
+        return False
+    return False
+
+
+def _publish(tmp: Path, final: Path, key: str, need: list[str], root: Path) -> None:
+    """Seal a finished build and move it into place with one rename; if another process published an
+    intact entry first, keep theirs."""
+    _seal(tmp, key)
+    final.parent.mkdir(exist_ok=True)
+    for _ in range(3):
+        try:
+            os.rename(tmp, final)
+            return
+        except OSError as e:
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+        if _usable(final, key, need, root):
+            _remove(tmp)
+            return
+    raise BuildError(f"cannot publish the build of {final}: it keeps being replaced by damaged entries")
 
 
 def runtime_objects(opts: CompileOptions) -> list[Path]:
@@ -139,15 +328,14 @@ def runtime_objects(opts: CompileOptions) -> list[Path]:
     final = root / "runtime" / key
     srcs = runtime_sources()
     names = [str(p.relative_to(resource_dir("runtime_c"))).replace(os.sep, "__")[:-2] + ".o" for p in srcs]
-    if not (final / "DONE").exists():
-        tmp = _tmpdir(root)
-        inc = str(resource_dir("runtime_c"))
-        _compile_parallel([([cc, *fl, "-I", inc, "-c", str(s), "-o", n], f"compiling {s.name}")
-                           for s, n in zip(srcs, names)], tmp)
-        (tmp / "DONE").write_text(key)
-        _publish(tmp, final)
+    if not _usable(final, key, names, root):
+        root = _cache_root()
+        with _scratch(root) as tmp:
+            inc = str(resource_dir("runtime_c"))
+            _compile_parallel([([cc, *fl, "-I", inc, "-c", str(s), "-o", n], f"compiling {s.name}")
+                               for s, n in zip(srcs, names)], tmp)
+            _publish(tmp, final, key, names, root)
     return [final / n for n in names]
-
 
 @dataclass(frozen=True)
 class Built:
@@ -173,11 +361,13 @@ def build(net: str, c_src: str, h_src: str, cdef: str, bench_src: str, opts: Com
     root = Path(cache_dir())
     final = root / key[:2] / key
     so, bench = final / (module + EXT_SUFFIX), final / f"{net}_bench"
-    if (final / "DONE").exists():
+    need = [so.name, bench.name] + ([f"{net}_train"] if train_src is not None else [])
+    if _usable(final, key, need, root):
         return Built(final, module, so, bench, key, cached=True)
+    root = _cache_root()
+    _sweep_stale(root)
     objs = runtime_objects(opts)
-    tmp = _tmpdir(root)
-    try:
+    with _scratch(root) as tmp:
         (tmp / f"{net}.c").write_text(c_src)
         (tmp / f"{net}.h").write_text(h_src)
         (tmp / f"{net}_bench.c").write_text(bench_src)
@@ -206,11 +396,7 @@ def build(net: str, c_src: str, h_src: str, cdef: str, bench_src: str, opts: Com
                 f"{net}_train.c", *map(str, train_sources()), f"{net}.o", *map(str, objs), *libs, "-lz"],
                "building the training program (needs zlib: apt-get install zlib1g-dev)")]
              if train_src is not None else []), tmp)
-        (tmp / "DONE").write_text(key)
-        _publish(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        _publish(tmp, final, key, need, root)
     return Built(final, module, so, bench, key, cached=False)
 
 

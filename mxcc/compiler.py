@@ -18,7 +18,7 @@ from mxcc.build import atomic_copy, atomic_write, build, resource_dir
 from mxcc.codegen.cnames import c_ident
 from mxcc.codegen.lower import lower, lower_folded, lower_train_program, lower_updates
 from mxcc.codegen.render import render
-from mxcc.errors import GraphError, ShapeError
+from mxcc.errors import GraphError, ShapeError, name_list
 from mxcc.graph import Graph, load_json
 from mxcc.module import PARAMS_FILE
 from mxcc.options import CompileOptions
@@ -164,13 +164,13 @@ def grad_reqs(graph: Graph, shapes: dict, grad_req=None, inputs_need_grad: bool 
     elif isinstance(grad_req, dict):
         unknown = sorted(set(grad_req) - set(args))
         if unknown:
-            raise ShapeError(f"grad_req names {unknown}, which are not arguments of the network "
-                             f"(its arguments: {', '.join(args)})", input=unknown[0])
+            raise ShapeError(f"grad_req names {name_list(map(repr, unknown))}, which are not arguments of the "
+                             f"network (its arguments: {name_list(args)})", input=unknown[0], names=unknown)
         req = {a: grad_req.get(a, "null") for a in args}
     elif isinstance(grad_req, (list, tuple)):
         if len(grad_req) != len(args):
-            raise ShapeError(f"grad_req is a list of {len(grad_req)}, expected one per argument, in order: "
-                             f"{', '.join(args)}", expected=len(args), got=len(grad_req))
+            raise ShapeError(f"grad_req is a list of {len(grad_req)}, expected one per argument ({len(args)}), in "
+                             f"order: {name_list(args)}", expected=len(args), got=len(grad_req), names=args)
         req = dict(zip(args, grad_req))
     else:
         raise TypeError(f"grad_req must be a str, a list or a dict, got {type(grad_req).__name__}")
@@ -225,15 +225,17 @@ class InferenceVariant:
     kernels: list                # module.json kernel records of both, in kernel-index order
     folded: list                 # folded constants' kernels (run by <net>_prepare, also before each forward_infer)
     derived_bytes: int           # ctx->derived bytes they use
+    slots: tuple                 # the training plan's slots, then those of the outputs <net>_backward_infer recomputes
 
 
-def _moved(plan: Plan, train: Plan, base: int) -> Plan:
+def _moved(plan: Plan, train: Plan, base: int, output_kind: str = "output") -> Plan:
     """`plan` placed in the training build's context: its slots are the training plan's (inputs, head
-    gradients, params, aux states, gradients by kind and name; outputs by position), its arena from `base`."""
+    gradients, params, aux states, gradients by kind and name; outputs by position, among the slots of
+    `output_kind`), its arena from `base`."""
     index = {(s.kind, s.name): s.index for s in train.slots}
     slot_map = {s.index: index[(s.kind, s.name)] for s in plan.slots if s.kind != "output"}
     slot_map.update(zip([s.index for s in plan.slots if s.kind == "output"],
-                        [s.index for s in train.slots if s.kind == "output"]))
+                        [s.index for s in train.slots if s.kind == output_kind]))
     locations = {k: Location(slot=slot_map[loc.slot]) if loc.slot is not None
                  else loc if loc.derived is not None else Location(offset=base + loc.offset)
                  for k, loc in plan.locations.items()}
@@ -261,8 +263,13 @@ def _inference_variant(net, shapes, opts, train: Plan, name: str, first_index: i
         return None
     base = (train.arena_bytes + 63) // 64 * 64
     infer = _moved(plan_network(net, shapes, dc_replace(opts, train=False))[0], train, base)
+    # the outputs the gradient's forward recomputes go to slots of their own: the caller holds the inference
+    # forward's outputs, which must keep their values (the two forwards round differently)
+    recomputed = tuple(dc_replace(s, index=len(train.slots) + i, kind="recomputed_output")
+                       for i, s in enumerate(train.slots_of("output")))
+    train = dc_replace(train, slots=train.slots + recomputed)
     grad = _moved(plan_network(net, shapes, dc_replace(opts, is_train=False), wrt=setup.wrt,
-                               accumulate=setup.accumulate)[0], train, base)
+                               accumulate=setup.accumulate)[0], train, base, "recomputed_output")
     # ctx->derived is the variant's own (the training plan folds nothing: its params change every step); the
     # gradient plan folds nothing either (a training plan), so only `infer` writes there
     forward = lower(infer, f"{name}_infer")
@@ -280,7 +287,7 @@ def _inference_variant(net, shapes, opts, train: Plan, name: str, first_index: i
                     live=[], phase=c.phase) for c in calls for g in [groups[c.fn]]]
     return InferenceVariant(calls[:len(forward)], calls[len(forward):],
                             max(infer.arena_bytes, grad.arena_bytes), kernels, lower_folded(infer, f"{name}_infer"),
-                            infer.derived_bytes)
+                            infer.derived_bytes, train.slots)
 
 
 def _module_class(opts):
@@ -310,7 +317,6 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
     function the last forward computed, as MXNet's does. The option is_train=False compiles the inference
     function only (both forwards then compute it).
     """
-    from mxcc.module import Module
     from mxcc.params import load_params
     opts = CompileOptions.from_env(**options)
     graph, source = _graph_of(net)
@@ -327,7 +333,8 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
         updates = lower_updates(plan, optimizer.kind, lr_mult, wd_mult, len(calls))
         train_program = lower_train_program(plan, optimizer.step_hyper(1))
         infer = _inference_variant(net, shapes, opts, plan, name, len(calls) + len(updates), setup)
-        plan = dc_replace(plan, arena_bytes=infer.arena_bytes) if infer else plan   # one arena holds both
+        if infer:           # one arena holds both; the variant adds slots
+            plan = dc_replace(plan, arena_bytes=infer.arena_bytes, slots=infer.slots)
     src = render(plan, calls, name, template_dir=str(resource_dir("templates")), source=source,
                  options=f"fuse={'on' if opts.fuse else 'off'} plan={'on' if opts.plan else 'off'} "
                          f"isa={opts.isa} profile={'on' if opts.profile else 'off'}"

@@ -7,14 +7,29 @@ The CLI prints `str(err)` as one line; a traceback only with --debug.
 """
 from __future__ import annotations
 
+from typing import Iterable
+
+NAME_LIST_LIMIT = 8
+
+
+def name_list(names: Iterable, limit: int = NAME_LIST_LIMIT) -> str:
+    """Names for a message, at most `limit` of them: `a, b, c`, or past the limit
+    `a, b, c, d, e, f, g, h, … (102 in all)`. The raise site passes the full list as `names=` (err.names)."""
+    names = [str(n) for n in names]
+    if len(names) <= limit:
+        return ", ".join(names)
+    return ", ".join(names[:limit]) + f", … ({len(names)} in all)"
+
 
 class MxccError(Exception):
-    """Base class: a user-facing error with an optional node context."""
+    """Base class: a user-facing error with an optional node context. `names`: the full list of names a
+    message shortened with name_list (missing params, unknown inputs, supported ops ...), else ()."""
 
     def __init__(self, message: str, *, node: str | None = None, op: str | None = None,
-                 input: str | None = None, expected=None, got=None):
+                 input: str | None = None, expected=None, got=None, names: Iterable = ()):
         self.node, self.op, self.input = node, op, input
         self.expected, self.got = expected, got
+        self.names = tuple(names)
         where = ""
         if node is not None:
             where = f"{node} ({op}): " if op else f"{node}: "

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mxcc.errors import ParamsError, ShapeError
+from mxcc.errors import ShapeError, name_list
 from mxcc.module import _F32, Module
 
 HYPER_KEYS = ("lr", "wd", "momentum", "rescale_grad", "clip_gradient", "beta1", "beta2", "epsilon")
@@ -45,6 +45,8 @@ class Executor(Module):
         self.state_dict = {s["name"]: self._bind_new(s) for s in slots if s["kind"] == "state"}
         # grad_req 'add': the backward computes into these, then adds them to grad_dict's arrays
         self._fresh_grads = {s["name"]: self._bind_new(s) for s in slots if s["kind"] == "grad_fresh"}
+        # the outputs <net>_backward_infer recomputes (self.outputs keep the inference forward's)
+        self._recomputed = [self._bind_new(s) for s in slots if s["kind"] == "recomputed_output"]
         self._head_grads = [s for s in slots if s["kind"] == "input" and s["name"].endswith("_head_grad")]
         self._data_inputs = [s for s in self._inputs if not s[0].endswith("_head_grad")]
         self._bound_inputs: dict[str, np.ndarray] = {}
@@ -71,8 +73,8 @@ class Executor(Module):
         known = {n for n, *_ in self._data_inputs}
         unknown = set(inputs) - known
         if unknown:
-            raise ShapeError(f"unknown input(s) {sorted(unknown)}; the network's inputs are {sorted(known)}",
-                             input=sorted(unknown)[0])
+            raise ShapeError(f"unknown input(s) {name_list(map(repr, sorted(unknown)))}; the network's inputs are "
+                             f"{name_list(sorted(known))}", input=sorted(unknown)[0], names=sorted(unknown))
         for name, index, shape, _optional in self._data_inputs:
             arr = inputs.get(name)
             if arr is None:

@@ -16,8 +16,6 @@ contexts share. While mxcc.profiler records, calls run one at a time on the firs
 from __future__ import annotations
 
 import contextlib
-import importlib.machinery
-import importlib.util
 import json
 import os
 import sys
@@ -27,27 +25,12 @@ from pathlib import Path
 import numpy as np
 
 from mxcc import profiler
-from mxcc.errors import BuildError, ParamsError, ShapeError
+from mxcc.errors import BuildError, ParamsError, ShapeError, name_list
+from mxcc.extension import load_extension
 
 _F32 = np.dtype(np.float32)
 PARAMS_FILE = "params.params"     # the params a compiled directory carries (mxcc.compile(..., out_dir=...))
 _EXACT_INT = 1 << 24              # integers up to this magnitude are exact in float32
-
-
-def _import_extension(name: str, path: Path):
-    mod = sys.modules.get(name)
-    if mod is not None:
-        return mod
-    try:
-        loader = importlib.machinery.ExtensionFileLoader(name, str(path))
-        spec = importlib.util.spec_from_file_location(name, str(path), loader=loader)
-        mod = importlib.util.module_from_spec(spec)
-        loader.exec_module(mod)
-    except (ImportError, OSError) as e:
-        raise BuildError(f"cannot load the compiled module {path}: {e} (the file is damaged or was built for "
-                         f"another machine: compile the network again)") from None
-    sys.modules[name] = mod
-    return mod
 
 
 _refcount = sys.getrefcount
@@ -119,7 +102,7 @@ class Module:
         self.meta = meta
         self.name = meta["name"]
         self.cached = None
-        ext = _import_extension(meta["module"], self.dir / meta["so"])
+        ext = load_extension(meta["module"], self.dir / meta["so"])
         self._ffi, self._lib = ext.ffi, ext.lib
         self._ctx_create_shared = getattr(self._lib, f"{self.name}_ctx_create_shared")
         self._ctx_free = getattr(self._lib, f"{self.name}_ctx_free")
@@ -133,7 +116,7 @@ class Module:
         self._params_meta = {s["name"]: s for s in slots if s["kind"] in ("param", "aux")}
         self._outputs = [(s["name"], s["index"], tuple(s["shape"])) for s in slots if s["kind"] == "output"]
         self._params: dict[str, np.ndarray] = {}
-        self._unbound = sorted(self._params_meta)
+        self._unbound = list(self._params_meta)       # in the network's order
         self._threads = threads
         # the first context: it owns ctx->derived (the others share it) and is the one the profiler reads
         err = self._ffi.new("char[256]")
@@ -247,13 +230,13 @@ class Module:
         merged = {**arg, **aux}
         extra = sorted(set(merged) - set(self._params_meta) - self._input_names)
         if extra and not allow_extra:
-            raise ParamsError(f"{_names(extra)}: unexpected params (the network's params are "
-                              f"{_names(sorted(self._params_meta))}); pass allow_extra=True to ignore them",
-                              got=extra)
+            raise ParamsError(f"{len(extra)} unexpected params: {name_list(extra)} (the network's params are "
+                              f"{name_list(sorted(self._params_meta))}); pass allow_extra=True to ignore them",
+                              got=extra, names=extra)
         missing = sorted(set(self._params_meta) - set(merged) - set(self._params))
         if missing and not allow_missing:
-            raise ParamsError(f"{len(missing)} params missing: " + _names(
-                [f"{m} {tuple(self._params_meta[m]['shape'])}" for m in missing]), expected=missing)
+            raise ParamsError(f"{len(missing)} params missing: " + name_list(
+                [f"{m} {tuple(self._params_meta[m]['shape'])}" for m in missing]), expected=missing, names=missing)
         staged = {}
         for name, value in merged.items():
             if name not in self._params_meta:
@@ -272,7 +255,7 @@ class Module:
                 ptr = self._ffi.cast("void *", _ptr(arr))
                 for c in self._contexts:
                     c.slots[self._params_meta[name]["index"]] = ptr
-            self._unbound = sorted(set(self._params_meta) - set(self._params))
+            self._unbound = [n for n in self._params_meta if n not in self._params]
             if not self._unbound:
                 self._prepare(self._ctx)        # values derived from the params (shared by every context)
 
@@ -296,8 +279,8 @@ class Module:
 
     def _check_unbound(self) -> None:
         if self._unbound:
-            raise ParamsError(f"{len(self._unbound)} params not bound: {_names(self._unbound)} (use set_params)",
-                              expected=list(self._unbound))
+            raise ParamsError(f"{len(self._unbound)} params not bound: {name_list(self._unbound)} (use set_params)",
+                              expected=list(self._unbound), names=self._unbound)
 
     def forward(self, **inputs) -> list[np.ndarray]:
         """Run the network; one array per graph output, which nothing else will write. Labels of loss heads
@@ -351,9 +334,9 @@ class Module:
 
     def _unknown_inputs(self, inputs: dict):
         unknown = sorted(set(inputs) - self._input_names)
-        raise ShapeError(f"unknown input(s) {unknown}; the network's inputs are "
-                         f"{[n for n, *_ in self._inputs]}", input=unknown[0] if unknown else None,
-                         expected=[n for n, *_ in self._inputs], got=unknown)
+        raise ShapeError(f"unknown input(s) {name_list(map(repr, unknown))}; the network's inputs are "
+                         f"{name_list(n for n, *_ in self._inputs)}", input=unknown[0] if unknown else None,
+                         expected=[n for n, *_ in self._inputs], got=unknown, names=unknown)
 
     def _call(self, entry) -> None:
         """Run a C entry point (`_forward`, `_backward`, ...) on the primary context, which the caller holds
@@ -429,10 +412,3 @@ def load(directory) -> Module:
 def _ptr(arr: np.ndarray) -> int:
     return arr.__array_interface__["data"][0]
 
-
-def _names(names, limit: int = 8) -> str:
-    """At most `limit` names, then how many there are in all (an error's full list is on the exception)."""
-    names = list(names)
-    if len(names) <= limit:
-        return ", ".join(map(str, names))
-    return ", ".join(map(str, names[:limit])) + f", … ({len(names)} in all)"

@@ -11,10 +11,12 @@ shape-inference pass.
 from __future__ import annotations
 
 import io
+import lzma
 import os
 import struct
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -92,13 +94,16 @@ def _load_npz(buf: bytes, path: str) -> dict[str, np.ndarray]:
             for info in zf.infolist():
                 key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
                 with zf.open(info) as member:
-                    out[key] = _read_npy_member(member, f"{path}: member {info.filename!r}")
+                    out[key] = _read_npy_member(member, info.file_size, f"{path}: member {info.filename!r}")
         return out
-    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zipfile.LargeZipFile) as e:
-        raise ParamsError(f"{path}: not a readable .npz file: {e}") from None
+    # what zipfile and its decompressors raise on corrupted archives (RuntimeError: encrypted member,
+    # NotImplementedError: unknown compression method, zlib/lzma errors: corrupted compressed data)
+    except (OSError, EOFError, ValueError, RuntimeError, NotImplementedError, struct.error, zlib.error,
+            lzma.LZMAError, zipfile.BadZipFile, zipfile.LargeZipFile) as e:
+        raise ParamsError(f"{path}: not a readable .npz file: {type(e).__name__}: {e}") from None
 
 
-def _read_npy_member(member, where: str) -> np.ndarray:
+def _read_npy_member(member, member_size: int, where: str) -> np.ndarray:
     fmt = np.lib.format
     version = fmt.read_magic(member)
     if version not in ((1, 0), (2, 0)):
@@ -107,10 +112,17 @@ def _read_npy_member(member, where: str) -> np.ndarray:
     shape, fortran, dtype = read_header(member)
     if dtype.hasobject:
         raise ParamsError(f"{where}: object arrays are not parameters (pickles are never loaded)")
-    data = member.read()                      # bounded by the zip entry, not by the header's claim
+    if any(d < 0 for d in shape):
+        raise ParamsError(f"{where}: negative dimension in shape {shape}", got=shape)
     expected = _prod(shape) * dtype.itemsize
+    left = member_size - member.tell()        # the data bytes the zip entry says follow the header
+    if expected > left:                       # refused before decompressing anything
+        raise ParamsError(f"{where}: shape {shape} {dtype} needs {expected} bytes, member has {left}",
+                          expected=expected, got=left)
+    data = member.read(expected + 1)          # bounded by the header's claim and by the zip entry
     if len(data) != expected:
-        raise ParamsError(f"{where}: shape {shape} {dtype} needs {expected} bytes, member has {len(data)}",
+        has = len(data) if len(data) <= expected else "more"
+        raise ParamsError(f"{where}: shape {shape} {dtype} needs {expected} bytes, member has {has}",
                           expected=expected, got=len(data))
     arr = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
     native = dtype.newbyteorder("=") if dtype.byteorder in "<>" else dtype
@@ -136,9 +148,11 @@ def _parse_ndarray_list(r: _Reader) -> dict[str, np.ndarray]:
         r.item = "end of file"
         raise r.fail(f"{len(r.buf) - r.pos} unexpected bytes after the last name (corrupted file?)")
     keys = names if names else [str(i) for i in range(count)]
-    if len(set(keys)) != len(keys):
-        dup = next(k for k in keys if keys.count(k) > 1)
-        raise ParamsError(f"{r.path}: the name {dup!r} occurs more than once")
+    seen: set[str] = set()
+    for k in keys:                           # a set, not keys.count(): files may hold ~10^5 names
+        if k in seen:
+            raise ParamsError(f"{r.path}: the name {k!r} occurs more than once")
+        seen.add(k)
     out = {}
     for i, (key, arr) in enumerate(zip(keys, arrays)):
         if isinstance(arr, str):
@@ -197,6 +211,9 @@ def _read_record(r: _Reader) -> np.ndarray | None | str:
     dtype = np.dtype(FLAG_TO_DTYPE[flag])
     n = _prod(shape)
     start = r.need(n * dtype.itemsize, f"{n} x {dtype.name} data of shape {tuple(shape)}")
+    if n == 0 and _prod(d for d in shape if d) * dtype.itemsize > np.iinfo(np.intp).max:
+        # (0, 2**62, 2**62) holds no data, yet numpy cannot make an array of that shape
+        raise r.fail(f"empty shape {tuple(shape)} has dimensions too large for any array", got=tuple(shape))
     # astype copies: the result owns aligned, writable, native-order memory.
     flat = np.frombuffer(r.buf, dtype=dtype, count=n, offset=start)
     return flat.astype(dtype.newbyteorder("="), copy=True).reshape(shape)

@@ -12,6 +12,17 @@ if "MXCC_TEST_KEEP_CACHE" not in os.environ:
     os.environ["MXCC_CACHE_DIR"] = tempfile.mkdtemp(prefix="mxcc-test-cache-")
 
 
+# The property tests use database=None (no examples kept), but hypothesis still caches (source constants,
+# unicode tables) in .hypothesis/ under the working directory: send that to a temporary folder removed at exit.
+try:
+    from hypothesis.configuration import set_hypothesis_home_dir
+except ImportError:         # the tests that need hypothesis skip
+    pass
+else:
+    _HYPOTHESIS_HOME = tempfile.TemporaryDirectory(prefix="mxcc-hypothesis-")
+    set_hypothesis_home_dir(_HYPOTHESIS_HOME.name)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)

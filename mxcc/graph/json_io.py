@@ -20,8 +20,8 @@ MXNET_VERSION = 10901   # what we write: MXNet 1.9.1
 _HIDDEN_KEYS = ("ctx_group", "lr_mult", "wd_mult", "force_mirroring", "mirror_stage")
 
 
-def load_json(source: str | os.PathLike, *, name: str = "<json>") -> Graph:
-    """Parse MXNet symbol JSON given as text or as a path to a file."""
+def load_json(source: str | bytes | os.PathLike, *, name: str = "<json>") -> Graph:
+    """Parse MXNet symbol JSON given as text (str or UTF-8 bytes) or as a path to a file."""
     text = source
     if isinstance(source, os.PathLike) or (isinstance(source, str) and not source.lstrip().startswith(("{", "["))):
         name = os.fspath(source)
@@ -30,10 +30,20 @@ def load_json(source: str | os.PathLike, *, name: str = "<json>") -> Graph:
                 text = f.read()
         except OSError as e:
             raise GraphError(f"cannot read symbol file {name!r}: {e.strerror}") from None
+        except UnicodeDecodeError as e:
+            raise GraphError(f"{name}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+        except ValueError as e:          # a path with a NUL byte
+            raise GraphError(f"cannot read symbol file {name!r}: {e}") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise GraphError(f"{name}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except UnicodeDecodeError as e:      # bytes given
+        raise GraphError(f"{name}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+    except RecursionError:
+        raise GraphError(f"{name}: JSON nested too deeply to be a symbol file") from None
+    except ValueError as e:              # e.g. an integer beyond Python's int/str conversion limit
+        raise GraphError(f"{name}: malformed JSON: {e}") from None
     return graph_from_dict(doc, name=name)
 
 
@@ -44,7 +54,7 @@ def graph_from_dict(doc: Any, *, name: str = "<json>") -> Graph:
     nodes = []
     n_outputs: list[int | None] = []
     for i, rn in enumerate(raw_nodes):
-        node = _parse_node(i, rn, nodes, name)
+        node = _parse_node(i, rn, raw_nodes, name)
         nodes.append(node)
     n_outputs = _row_counts(doc, len(nodes), name)
     for node in nodes:
@@ -70,7 +80,11 @@ def _list(doc: dict, key: str, name: str) -> list:
     return v
 
 
-def _parse_node(i: int, rn: Any, earlier: list[Node], fname: str) -> Node:
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _parse_node(i: int, rn: Any, raw_nodes: list, fname: str) -> Node:
     if not isinstance(rn, dict):
         raise GraphError(f"{fname}: node #{i} is not an object")
     op, nname = rn.get("op"), rn.get("name")
@@ -84,14 +98,21 @@ def _parse_node(i: int, rn: Any, earlier: list[Node], fname: str) -> Node:
         if not isinstance(a, dict):
             raise GraphError(f"'{key}' must be an object of strings", node=nname, op=op)
         for k, v in a.items():
-            attrs[f"__{k}__" if k in _HIDDEN_KEYS else k] = v if isinstance(v, str) else json.dumps(v)
-    inputs = tuple(_parse_entry(e, i, f"node {nname!r} ({op}): input", earlier_only=True)
-                   for e in rn.get("inputs", []) or [])
+            try:
+                attrs[f"__{k}__" if k in _HIDDEN_KEYS else k] = v if isinstance(v, str) else json.dumps(v)
+            except RecursionError:
+                raise GraphError(f"attribute {k!r} is nested too deeply", node=nname, op=op) from None
+    raw_inputs = rn.get("inputs", []) or []
+    if not isinstance(raw_inputs, list):
+        raise GraphError(f"'inputs' must be a list of [node, index, version], got {raw_inputs!r}",
+                         node=nname, op=op)
+    inputs = tuple(_parse_entry(e, i, f"node {nname!r} ({op}): input", earlier_only=True, raw_nodes=raw_nodes)
+                   for e in raw_inputs)
     if op == VARIABLE and inputs:
         raise GraphError("a variable ('null' op) cannot have inputs", node=nname)
     deps = rn.get("control_deps", []) or []
-    if not all(isinstance(d, int) and 0 <= d < i for d in deps):
-        raise GraphError(f"control_deps {deps} must name earlier nodes", node=nname, op=op)
+    if not isinstance(deps, list) or not all(_is_int(d) and 0 <= d < i for d in deps):
+        raise GraphError(f"control_deps {deps!r} must be a list naming earlier nodes", node=nname, op=op)
     if rn.get("subgraphs"):
         raise GraphError("nodes with subgraphs (control flow, fused subgraph ops) are not supported",
                          node=nname, op=op)
@@ -99,11 +120,17 @@ def _parse_node(i: int, rn: Any, earlier: list[Node], fname: str) -> Node:
                 control_deps=tuple(deps))
 
 
-def _parse_entry(e: Any, limit: int, what: str, earlier_only: bool = False) -> Ref:
-    if (not isinstance(e, list) or len(e) not in (2, 3)
-            or not all(isinstance(x, int) and not isinstance(x, bool) for x in e)):
+def _parse_entry(e: Any, limit: int, what: str, earlier_only: bool = False, raw_nodes: list = ()) -> Ref:
+    if not isinstance(e, list) or len(e) not in (2, 3) or not all(_is_int(x) for x in e):
         raise GraphError(f"{what} {e!r} must be [node, index] or [node, index, version]")
     node, index = e[0], e[1]
+    if earlier_only and limit <= node < len(raw_nodes):     # nodes are in topological order
+        if node == limit:
+            raise GraphError(f"{what} {e!r} refers to the node itself: a cycle")
+        later = raw_nodes[node]
+        later = repr(later.get("name")) if isinstance(later, dict) else "?"
+        raise GraphError(f"{what} {e!r} refers to later node {node} ({later}): a forward reference "
+                         f"(a cycle, or nodes not in topological order; expected an earlier node)")
     if not 0 <= node < limit:
         where = "an earlier node" if earlier_only else f"a node id in 0..{limit - 1}"
         raise GraphError(f"{what} {e!r} refers to missing node {node} (expected {where})")
@@ -117,14 +144,14 @@ def _row_counts(doc: dict, n: int, name: str) -> list[int] | None:
     if rp is None:
         return None
     if (not isinstance(rp, list) or len(rp) != n + 1 or rp[0] != 0
-            or any(not isinstance(x, int) for x in rp) or any(b < a for a, b in zip(rp, rp[1:]))):
+            or any(not _is_int(x) for x in rp) or any(b < a for a, b in zip(rp, rp[1:]))):
         raise GraphError(f"{name}: 'node_row_ptr' must be {n + 1} non-decreasing ints from 0")
     return [b - a for a, b in zip(rp, rp[1:])]
 
 
 def _check_arg_nodes(doc: dict, nodes: list[Node], name: str) -> None:
     for a in _list(doc, "arg_nodes", name):
-        if not isinstance(a, int) or not 0 <= a < len(nodes):
+        if not _is_int(a) or not 0 <= a < len(nodes):
             raise GraphError(f"{name}: arg_nodes entry {a!r} is not a node id")
         if not nodes[a].is_variable:
             raise GraphError(f"listed in arg_nodes but is an operator, not a variable",

@@ -34,7 +34,7 @@ def parse(cls: type, raw: dict[str, str] | tuple, *, node: str = "?", op: str = 
             raise AttrError(f"unknown attribute {key!r}={text!r} (accepted: {known})", node=node, op=op)
         try:
             values[key] = _convert(hints[key], text)
-        except (ValueError, SyntaxError, TypeError) as e:
+        except (ValueError, SyntaxError, TypeError, OverflowError) as e:
             raise AttrError(f"attribute {key!r}={text!r}: {e}", node=node, op=op) from None
     for name, f in fields.items():
         if name not in values and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
@@ -67,7 +67,7 @@ def _convert(tp: Any, text: str) -> Any:
         raise ValueError("expected True or False")
     if tp is int:
         v = float(text) if any(c in text for c in ".eE") and not text.strip().lstrip("-").isdigit() else int(text)
-        if v != int(v):
+        if v in (float("inf"), float("-inf")) or v != int(v):     # "1e400" is inf; nan != nan
             raise ValueError("expected an integer")
         return int(v)
     if tp is float:
@@ -76,13 +76,22 @@ def _convert(tp: Any, text: str) -> Any:
         return text
     if origin is tuple:
         elem = get_args(tp)[0]
-        v = ast.literal_eval(text.strip())
+        v = literal(text)
         if isinstance(v, (int, float)):
             v = (v,)
         if not isinstance(v, (tuple, list)):
             raise ValueError("expected a tuple like (1, 2)")
         return tuple(_convert(elem, str(x)) for x in v)
     raise TypeError(f"attrs parser has no rule for {tp!r}")
+
+
+def literal(text: str) -> Any:
+    """ast.literal_eval of an attribute string, every failure a ValueError or SyntaxError (deep nesting
+    such as "-" * 10**5 + "1" makes Python's parser raise RecursionError or MemoryError)."""
+    try:
+        return ast.literal_eval(text.strip())
+    except (RecursionError, MemoryError):
+        raise ValueError("nested too deeply to be a value") from None
 
 
 def format_value(v: Any) -> str:

@@ -95,6 +95,16 @@ class ShapeCtx:
         raise ShapeError(msg, node=self.node, op=self.op, input=input, expected=expected, got=got)
 
 
+MAX_ARITY = 1 << 16   # the most inputs or outputs a variadic op may declare (Concat num_args, SliceChannel
+                      # num_outputs): more is a corrupted attribute, refused before any per-input tuple is built
+
+
+def check_arity(what: str, n: int) -> None:
+    """For a variadic op's attrs: ValueError (an AttrError once parsed) unless 1 <= n <= MAX_ARITY."""
+    if not 1 <= n <= MAX_ARITY:
+        raise ValueError(f"{what} must be between 1 and {MAX_ARITY}, got {n}")
+
+
 def _no_aux(attrs) -> tuple[str, ...]:
     return ()
 

@@ -17,7 +17,7 @@ from typing import Optional
 
 from mxcc.ops import register
 from mxcc.ops._util import norm_axis
-from mxcc.ops.base import Fusion, OpDef
+from mxcc.ops.base import Fusion, OpDef, check_arity
 
 
 def _rows(shape: tuple, ax: int) -> tuple[int, int]:
@@ -40,8 +40,7 @@ class ConcatAttrs:
     dim: int = 1
 
     def __post_init__(self):
-        if self.num_args < 1:
-            raise ValueError(f"num_args must be at least 1, got {self.num_args}")
+        check_arity("num_args", self.num_args)
 
 
 def _concat_inputs(a: ConcatAttrs) -> tuple[str, ...]:
@@ -93,6 +92,11 @@ class ConcatBackwardAttrs:
     dim: int
     sizes: tuple[int, ...]        # each input's extent along dim
 
+    def __post_init__(self):
+        check_arity("num_args", self.num_args)
+        if len(self.sizes) != self.num_args or any(n < 0 for n in self.sizes):
+            raise ValueError(f"sizes={self.sizes} must give num_args={self.num_args} extents >= 0")
+
 
 def _concat_bwd_infer(a: ConcatBackwardAttrs, s):
     y = s.known("ograd")
@@ -129,8 +133,7 @@ class SliceChannelAttrs:
     squeeze_axis: bool = False
 
     def __post_init__(self):
-        if self.num_outputs < 1:
-            raise ValueError(f"num_outputs must be at least 1, got {self.num_outputs}")
+        check_arity("num_outputs", self.num_outputs)
 
 
 def _split_infer(a: SliceChannelAttrs, s):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from math import prod
 
 from mxcc.ops import register
-from mxcc.ops.base import EpilogueStep, Fusion, OpDef, c_float, elementwise_flops
+from mxcc.ops.base import EpilogueStep, Fusion, OpDef, c_float, check_arity, elementwise_flops
 
 
 @dataclass(frozen=True)
@@ -205,8 +205,7 @@ class AddNAttrs:
     num_args: int
 
     def __post_init__(self):
-        if self.num_args < 1:
-            raise ValueError(f"num_args must be at least 1, got {self.num_args}")
+        check_arity("num_args", self.num_args)
 
 
 def _add_n_inputs(a: AddNAttrs) -> tuple[str, ...]:

@@ -3,10 +3,13 @@
 All three lower to one kernel: softmax over an axis of length n, viewing the tensor as (outer, n, inner).
 SoftmaxOutput's axis follows MXNet: channel axis 1 with multi_output, the last axis with preserve_shape,
 otherwise the data flattened to (batch, rest). Its label is read only by training. SoftmaxActivation
-(deprecated in MXNet) is softmax over the flattened (batch, rest) (mode='instance') or over axis 1
-(mode='channel', data of at least 3 dims).
+(deprecated in MXNet) is, as MXNet 1.9.1 computes it, softmax over the LAST axis (mode='instance': MXNet views
+the data as (prod(shape[:-1]), shape[-1]), so 2-D data is one row per sample and 1-D data one row) or over
+axis 1 (mode='channel', data of at least 3 dims).
 Gradients: `_backward_softmax` reads the output y and the output gradient dy, per row of the axis:
 softmax dx = y * (dy - sum(dy * y)) / T, log_softmax dx = (dy - exp(y) * sum(dy)) / T (double sums).
+SoftmaxActivation's sums over its softmax axis: the true derivative (MXNet 1.9.1's backward sums over axis 1
+in both modes, wrong for mode='instance' on data of 3+ dims, and fails on 1-D data; tests/data/mxnet_extra).
 SoftmaxOutput's is `_backward_SoftmaxOutput` (the head gradient is ignored, as MXNet does).
 """
 from __future__ import annotations
@@ -177,7 +180,8 @@ def _axis_split(a, shape):
 
 
 def _sa_split(a, shape):
-    return _split(shape, 1) if a.mode == "channel" else (shape[0], prod(shape[1:]), 1)
+    """SoftmaxActivation's (outer, n, inner): channel over axis 1, instance over the last axis."""
+    return _split(shape, 1 if a.mode == "channel" else len(shape) - 1)
 
 
 SOFTMAX = register(OpDef(
@@ -203,12 +207,13 @@ def _sa_infer(a: SoftmaxActivationAttrs, s):
     x = s.known("data")
     if a.mode == "channel" and len(x) < 3:
         s.fail(f"mode='channel' needs data of at least 3 dimensions, got {x}", input="data")
+    if len(x) == 0:
+        s.fail("needs data of at least 1 dimension, got a scalar", input="data")
     return [x]
 
 
 def _sa_lower(a: SoftmaxActivationAttrs, k):
-    x = k.in_type("data").shape
-    outer, n, inner = _split(x, 1) if a.mode == "channel" else (x[0], prod(x[1:]), 1)
+    outer, n, inner = _sa_split(a, k.in_type("data").shape)
     return "kernels/softmax.c.j2", _softmax_vars(outer, n, inner, None, False)
 
 

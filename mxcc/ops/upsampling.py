@@ -15,7 +15,7 @@ from math import prod
 from typing import Literal
 
 from mxcc.ops import register
-from mxcc.ops.base import Fusion, OpDef
+from mxcc.ops.base import Fusion, OpDef, check_arity
 
 PARALLEL_MIN_ELEMENTS = 1 << 15
 
@@ -36,8 +36,7 @@ class UpSamplingAttrs:
                              "weight); only 'nearest'")
         if self.scale < 1:
             raise ValueError(f"scale must be >= 1, got {self.scale}")
-        if self.num_args < 1:
-            raise ValueError(f"num_args must be >= 1, got {self.num_args}")
+        check_arity("num_args", self.num_args)
 
 
 def _inputs(a: UpSamplingAttrs):

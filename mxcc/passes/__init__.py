@@ -10,6 +10,7 @@ import time
 from mxcc.graph.ir import Graph
 from mxcc.options import CompileOptions
 from mxcc.passes.autodiff import autodiff
+from mxcc.passes.copy_heads import copy_repeated_heads
 from mxcc.passes.dce import dce
 from mxcc.passes.fold_constants import fold_constants
 from mxcc.passes.fuse import fuse
@@ -22,6 +23,8 @@ from mxcc.passes.train_mode import mode_dependent, train_mode
 # name, fn(graph, opts) -> graph, enabled(opts)
 PIPELINE_INFER = (
     ("remove_dropout", lambda g, o: remove_dropout(g), lambda o: not o.train),
+    # one value listed as two outputs: each output slot gets its own copy (training: before autodiff)
+    ("copy_repeated_heads", lambda g, o: copy_repeated_heads(g), lambda o: not o.train),
     ("dce", lambda g, o: dce(g), lambda o: True),
     # params change every training step: fold only inference graphs (a training build's forward_infer too)
     ("fold_constants", lambda g, o: fold_constants(g), lambda o: o.fold and not o.train),
@@ -58,7 +61,8 @@ def run_pipeline(graph: Graph, shapes: dict, opts: CompileOptions, log=None, *, 
         t = time.perf_counter()
         if opts.is_train:
             g = train_mode(g)
-        g = autodiff(dce(g), trainable(g) if wrt is None else wrt)
+        g = dce(copy_repeated_heads(g))
+        g = autodiff(g, trainable(g) if wrt is None else wrt)     # variables nothing reads get no gradient
         if log:
             log("autodiff", time.perf_counter() - t, len(g.nodes))
     for name, fn, enabled in PIPELINE_INFER:
@@ -74,5 +78,5 @@ def run_pipeline(graph: Graph, shapes: dict, opts: CompileOptions, log=None, *, 
     return plan
 
 
-__all__ = ["PIPELINE_INFER", "autodiff", "bind", "trainable", "dce", "fold_constants", "fuse", "schedule", "infer_shapes",
+__all__ = ["PIPELINE_INFER", "autodiff", "bind", "copy_repeated_heads", "trainable", "dce", "fold_constants", "fuse", "schedule", "infer_shapes",
            "mode_dependent", "plan_memory", "remove_dropout", "run_pipeline", "train_mode"]

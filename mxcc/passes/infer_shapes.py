@@ -8,31 +8,49 @@ Does not: decide which params exist in a file (the Module checks that), or chang
 """
 from __future__ import annotations
 
-import ast
 from dataclasses import replace
 
-from mxcc.errors import GraphError, IncompleteShapeError, ShapeError
+from mxcc.errors import GraphError, IncompleteShapeError, ShapeError, UnsupportedOpError, name_list
 from mxcc.graph.ir import Graph, Node
 from mxcc.ops import attrs as attrs_parser
+from mxcc.ops import is_internal
 from mxcc.ops.base import ShapeCtx
 from mxcc.types import DType, TensorType
 
 
 def bind(graph: Graph) -> Graph:
-    """Parse every operator node's attribute strings into its op's typed attrs; check input counts."""
-    nodes = []
+    """Parse every operator node's attribute strings into its op's typed attrs; check input counts and
+    that every input and head names an output its node has (the reader cannot know an op's outputs when
+    the file has no node_row_ptr)."""
+    nodes: list[Node] = []
     for n in graph.nodes:
         if n.is_variable:
             nodes.append(n)
             continue
         op = n.opdef
+        if is_internal(n.op):     # made by autodiff/train_mode with invariants a file cannot promise
+            raise UnsupportedOpError(f"operator {n.op!r} is internal to mxcc (the compiler adds it to training "
+                                     f"graphs); a graph cannot use it", node=n.name, op=n.op)
         params = attrs_parser.parse(op.attrs, n.attrs, node=n.name, op=n.op)
         names = op.inputs(params)
         if len(n.inputs) != len(names):
             raise GraphError(f"has {len(n.inputs)} inputs, expected {len(names)} ({', '.join(names)})",
                              node=n.name, op=n.op)
+        for name, r in zip(names, n.inputs):
+            _check_output_index(nodes, r, f"input {name!r}", n)
         nodes.append(replace(n, params=params))
+    for k, h in enumerate(graph.heads):
+        _check_output_index(nodes, h, f"graph output #{k}", None)
     return graph.with_nodes(nodes)
+
+
+def _check_output_index(nodes: list[Node], r, what: str, consumer: Node | None) -> None:
+    src = nodes[r.node]
+    count = src.num_outputs
+    if r.index >= count:
+        raise GraphError(f"{what} [{r.node}, {r.index}] refers to output {r.index} of {src.name!r}, which has "
+                         f"{count} output(s)", node=consumer.name if consumer else None,
+                         op=consumer.op if consumer else None, expected=count, got=r.index)
 
 
 def _hint_shape(n: Node):
@@ -41,8 +59,8 @@ def _hint_shape(n: Node):
     if not text:
         return None
     try:
-        shape = tuple(int(d) for d in ast.literal_eval(text))
-    except (ValueError, SyntaxError, TypeError):
+        shape = tuple(int(d) for d in attrs_parser.literal(text))
+    except (ValueError, SyntaxError, TypeError, OverflowError):
         raise GraphError(f"variable attribute __shape__={text!r} is not a shape", node=n.name) from None
     return shape if shape and all(d > 0 for d in shape) else None
 
@@ -54,8 +72,9 @@ def infer_shapes(graph: Graph, shapes: dict[str, tuple]) -> Graph:
     var_names = {n.name for n in graph.variables}
     for name, shape in shapes.items():
         if name not in var_names:
-            raise ShapeError(f"--shape given for {name!r}, which is not a variable of the graph "
-                             f"(variables: {', '.join(sorted(var_names))})", input=name)
+            order = [n.name for n in graph.variables]
+            raise ShapeError(f"a shape was given for {name!r}, which is not an input or parameter of the graph "
+                             f"(its variables: {name_list(order)})", input=name, names=order)
         if not all(isinstance(d, int) and d > 0 for d in shape):
             raise ShapeError(f"shape {tuple(shape)} for {name!r} must be positive integers", input=name)
     known: dict[int, tuple] = {}
@@ -90,6 +109,11 @@ def infer_shapes(graph: Graph, shapes: dict[str, tuple]) -> Graph:
         if len(outs) != expected:   # a rule bug, not a user error
             raise AssertionError(f"{n.op} shape rule returned {len(outs)} outputs, expected {expected}")
         out_shapes[n.id] = [tuple(int(d) for d in s) for s in outs]
+    for h in graph.heads:
+        if graph.nodes[h.node].is_variable and h.node not in known:
+            v = graph.nodes[h.node].name
+            raise IncompleteShapeError(f"graph output {v!r} is a variable with no shape (nothing computes it)",
+                                       node=v, input=v)
     nodes = []
     for n in graph.nodes:
         if n.is_variable:

@@ -93,6 +93,10 @@ def plan_memory(graph: Graph, enabled: bool = True, state_names: tuple[str, ...]
             locations[(n.id, 0)] = Location(slot=slot_of[n.name])
     out_slot = {}
     for s, h in zip([s for s in slots if s.kind == "output"], graph.heads):
+        # one value in two output slots would leave the second unwritten: passes/copy_heads.py copies repeats
+        # (a variable head is rejected by the compiler: nothing computes it)
+        assert h.key not in out_slot or graph.nodes[h.node].is_variable, \
+            f"output {s.name!r} repeats an earlier output: run copy_repeated_heads before planning"
         out_slot.setdefault(h.key, s.index)
     written = {s.name: s.index for s in slots if s.kind == "grad"}
     written.update({s.name: s.index for s in slots if s.kind == "grad_fresh"})

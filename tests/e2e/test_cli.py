@@ -48,7 +48,7 @@ def test_compile_run_bench_and_load(tmp_path):
     (["compile", "nope.json", "--shape", "X=1,2"], ["cannot read symbol file"]),
     (["compile", MLP / "mlp-symbol.json"], ["--shape"]),
     (["compile", MLP / "mlp-symbol.json", "--shape", "X=4,0"], ["positive integers"]),
-    (["compile", MLP / "mlp-symbol.json", "--shape", "data=4,784"], ["not a variable", "X"]),
+    (["compile", MLP / "mlp-symbol.json", "--shape", "data=4,784"], ["not an input or parameter", "X"]),
     (["compile", MLP / "mlp-symbol.json", "--shape", "X=4,785", "--params", MLP / "mlp-0000.params"],
      ["w0", "(128, 784)", "expected (128, 785)"]),
     (["run", "/nonexistent/dir"], ["not a compiled mxcc module"]),

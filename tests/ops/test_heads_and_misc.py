@@ -38,7 +38,7 @@ def test_embedding_add_n_softmax_activation_and_heads(rng):
     rows = np.clip(np.trunc(idx).astype(np.int64), 0, 5)
     x64 = x.astype(np.float64)
     refs = [w[rows], (a + b) + c, a + b, a, np.maximum((a + a) + b, 0),
-            _softmax(x64.reshape(2, -1), 1).reshape(x.shape), _softmax(x64, 1),
+            _softmax(x64, -1), _softmax(x64, 1),
             x, x, 1 / (1 + np.exp(-x64)), np.array([np.sum(x64 ** 2)]), x64.mean(axis=1)]
     shapes = {"idx": idx.shape, "x": x.shape, "a": a.shape, "b": b.shape, "c": c.shape, "label": x.shape}
     m = mxcc.compile(sym.Group(heads), shapes, {"emb_weight": w})

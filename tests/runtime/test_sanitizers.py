@@ -1,7 +1,9 @@
 """Generated networks built with AddressSanitizer + UBSan, run as standalone executables: no report allowed.
 
 Covers the inference path (bench: every kernel of the net), a training step (the train program, a few
-batches) and random DAGs of the planner tests (arena placement, in-place kernels, views)."""
+batches), random DAGs of the planner tests (arena placement, in-place kernels, views), and every MXNet op
+case's forward and backward in both modes, poisoned, through Python (tests/train/test_gradients.py run in a
+Python with the sanitizer runtimes preloaded)."""
 import os
 import subprocess
 
@@ -53,3 +55,23 @@ def test_random_dags_under_sanitizers(seed, tmp_path):
     net, shapes = random_net(seed)
     out = mxcc.compile(net, shapes, sanitize=True, out_dir=tmp_path / "r", name="net")
     _run([out / "net_bench", "--iters", "2", "--warmup", "1"])
+
+
+def test_op_cases_forward_and_backward_under_sanitizers():
+    """The op cases of tests/train/test_gradients.py (poisoning builds, both forward modes, the cases'
+    grad_req) built with ASan + UBSan and loaded into a Python that preloads their runtimes."""
+    import sys
+    cc = os.environ.get("CC", "gcc")
+    libs = [subprocess.run([cc, f"-print-file-name={lib}"], capture_output=True, text=True).stdout.strip()
+            for lib in ("libasan.so", "libubsan.so")]
+    if not all(os.path.isabs(p) and os.path.exists(p) for p in libs):
+        pytest.skip(f"{cc} has no shared ASan/UBSan runtime to preload")
+    env = dict(ENV, LD_PRELOAD=":".join(libs), ASAN_OPTIONS="detect_leaks=0:abort_on_error=0",
+               MXCC_TEST_SANITIZE="1", PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
+               MXCC_TEST_KEEP_CACHE="1")   # this session's cache: the sanitized runtime is built once
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                        str(ROOT / "tests" / "train" / "test_gradients.py"), "-k", "op_case"],
+                       capture_output=True, text=True, env=env, timeout=1200, cwd=ROOT)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0 and "ERROR: AddressSanitizer" not in out and "runtime error" not in out, out[-5000:]
+    assert " passed" in out

@@ -1,25 +1,33 @@
 """Gradients: every differentiable MXNet op case (tests/data/ops, made by MXNet 1.9.1) and finite differences.
 
-MXNet cases: forward(is_train=T) + backward(out_grads=head_grad:*) (loss ops: backward()), with T the case's
-`is_train` (T = False: mxcc differentiates the inference function, compile option is_train=False). Checked:
+MXNet cases, through MXNet's own call sequence: a training build with the case's grad_req (inputs included),
+forward(is_train=T) + backward(out_grads=head_grad:*) (loss ops: backward()), with T the case's `is_train`;
+for ops whose forward does not depend on the mode, also after forward(is_train=not T) (the same reference).
+Every build is a poisoning build (CompileOptions.poison: the arena, outputs, gradients and each kernel's
+outputs are NaN before they are written), so a kernel that reads memory nothing wrote fails here. Checked:
 every `grad:<name>`, the outputs (training BatchNorm: batch statistics) and `aux_after:<name>` (moving
 statistics updated in training, untouched otherwise), each max|got - ref| <= 1e-5 * max|ref| (the
-references' README: MXNet's two kernel libraries disagree by up to 3e-6 on op gradients). A gradient that is
-zero in exact arithmetic (a bias before a training BatchNorm) holds rounding noise in MXNet: it is compared on
-the scale of the case's largest gradient instead. MXNet also writes 1 into gamma when fix_gamma (arg_after):
-mxcc leaves gamma alone (it is ignored either way). To keep compile time down the cases are compiled in
-groups: each group is one graph holding several cases side by side (node names prefixed `c<i>_`).
+references' README: MXNet's two kernel libraries disagree by up to 3e-6 on op gradients), and no gradient
+for an argument whose grad_req is 'null'. A gradient that is zero in exact arithmetic (a bias before a
+training BatchNorm) holds rounding noise in MXNet: it is compared on the scale of the case's largest
+gradient instead. MXNet also writes 1 into gamma when fix_gamma (arg_after): mxcc leaves gamma alone (it is
+ignored either way). To keep compile time down the cases are compiled in groups: each group is one graph
+holding several cases side by side (node names prefixed `c<i>_`).
 Finite differences: directional derivative of a float64 numpy forward, <g, v> vs
 (f(x + eps v) - f(x - eps v)) / 2 eps for a random direction v.
 """
 import json
+import os
+import tempfile
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import mxcc
 from mxcc import sym
+from mxcc.executor import Executor
 from mxcc.graph import load_json
 from mxcc.graph.ir import Graph
 from mxcc.ops import REGISTRY
@@ -82,9 +90,15 @@ def _merged(names: list[str]) -> Graph:
     return Graph(nodes=tuple(nodes), heads=tuple(heads), attrs=attrs)
 
 
+def _mode_dependent(name: str) -> bool:
+    """Whether the case's forward differs between training and inference (BatchNorm, Dropout...)."""
+    return any(REGISTRY[op].train_op is not None for op in MANIFEST[name]["ops_in_json"])
+
+
 def _run_group(names: list[str]) -> dict:
-    """Compile the group once, run forward + backward on every case's arrays; per case: outputs, grads, aux."""
-    shapes, params, inputs, heads, arrays = {}, {}, {}, [], {}
+    """Compile the group once; per case and mode: outputs, grads and aux after forward(is_train=mode) + backward
+    (the case's own mode, and the other one for cases whose forward does not depend on it)."""
+    shapes, params, inputs, heads, arrays, grad_req = {}, {}, {}, [], {}, {}
     for i, name in enumerate(names):
         case, pre = MANIFEST[name], f"c{i}_"
         a = arrays[name] = np.load(DATA / "ops" / case["files"]["arrays"])
@@ -92,42 +106,71 @@ def _run_group(names: list[str]) -> dict:
             if k in DATA_INPUTS:
                 shapes[pre + k] = tuple(v)
                 inputs[pre + k] = a[f"arg:{k}"]
+        grad_req.update({pre + k: v for k, v in case["grad_req"].items()})
         params.update({pre + k[4:]: a[k] for k in a.files if k.startswith("arg:") and k[4:] not in DATA_INPUTS})
         params.update({"aux:" + pre + k[4:]: a[k] for k in a.files if k.startswith("aux:")})
         if not case["loss_op"]:
             heads += [a[k] for k in sorted(k for k in a.files if k.startswith("head_grad:"))]
-    exe = mxcc.compile(_merged(names), shapes, params or None, train=True, optimizer=_SGD0(), inputs_need_grad=True,
-                       is_train=MANIFEST[names[0]]["is_train"], name="ops")
-    outs = [o.copy() for o in exe.forward(is_train=True, **inputs)]
-    exe.backward(heads or None)
-    results, k = {}, 0
-    for i, name in enumerate(names):
-        pre, a = f"c{i}_", arrays[name]
-        n_out = len([f for f in a.files if f.startswith("out:")])
-        results[name] = dict(arrays=a, outs=outs[k:k + n_out],
-                             grads={f[5:]: exe.grad_dict.get(pre + f[5:]) for f in a.files if f.startswith("grad:")},
-                             aux={f[10:]: exe.aux_dict[pre + f[10:]].copy() for f in a.files if f.startswith("aux_after:")})
-        k += n_out
+    exe = _compile(_merged(names), shapes, params, grad_req)
+    mode = MANIFEST[names[0]]["is_train"]
+    results = {}
+    for is_train in (mode, not mode):
+        outs = [o.copy() for o in exe.forward(is_train=is_train, **inputs)]
+        exe.backward(heads or None)
+        k = 0
+        for i, name in enumerate(names):
+            pre, a = f"c{i}_", arrays[name]
+            n_out = len([f for f in a.files if f.startswith("out:")])
+            if is_train == mode or not _mode_dependent(name):
+                results[(name, is_train)] = dict(
+                    arrays=a, outs=outs[k:k + n_out],
+                    grads={f[5:]: _copy(exe.grad_dict.get(pre + f[5:])) for f in a.files if f.startswith("grad:")},
+                    nulls=[v for v, r in MANIFEST[name]["grad_req"].items() if r == "null" and pre + v in exe.grad_dict],
+                    aux={f[10:]: exe.aux_dict[pre + f[10:]].copy() for f in a.files if f.startswith("aux_after:")}
+                    if is_train == mode else {})
+            k += n_out
     return results
 
 
-def _case_result(name: str) -> dict:
-    if name not in _RESULTS:
+def _compile(graph, shapes, params, grad_req):
+    """A poisoning training build; with MXCC_TEST_SANITIZE=1 also instrumented with ASan + UBSan, loaded from its
+    directory (tests/runtime/test_sanitizers.py runs this file so, in a Python with the sanitizers preloaded)."""
+    if not os.environ.get("MXCC_TEST_SANITIZE"):
+        return mxcc.compile(graph, shapes, params or None, train=True, optimizer=_SGD0(), grad_req=grad_req,
+                            poison=True, name="ops")
+    out = Path(tempfile.mkdtemp(prefix="mxcc-sanitized-"))
+    mxcc.compile(graph, shapes, train=True, optimizer=_SGD0(), grad_req=grad_req, poison=True, sanitize=True,
+                 out_dir=out, name="ops")
+    exe = Executor(out, json.loads((out / "module.json").read_text()), optimizer=_SGD0())
+    exe.set_params(params)
+    return exe
+
+
+def _copy(a):
+    return None if a is None else a.copy()
+
+
+def _case_result(name: str, is_train: bool) -> dict:
+    if (name, is_train) not in _RESULTS:
         names = GROUPS[name]
-        try:
-            res = _run_group(names)
-        except Exception as e:          # every case of the group reports the failure
-            res = {n: e for n in names}
-        _RESULTS.update(res)
-    r = _RESULTS[name]
+        if not any(n == name for n, _ in _RESULTS):
+            try:
+                res = _run_group(names)
+            except Exception as e:          # every case of the group reports the failure
+                res = {(n, t): e for n in names for t in (True, False)}
+            _RESULTS.update(res)
+    r = _RESULTS.get((name, is_train))
+    if r is None:
+        pytest.skip("the forward depends on the mode: MXNet's reference is for the other one")
     if isinstance(r, Exception):
         raise r
     return r
 
 
+@pytest.mark.parametrize("is_train", [True, False], ids=["train", "infer"])
 @pytest.mark.parametrize("name", list(GROUPS))
-def test_op_case_gradients_match_mxnet(name):
-    r = _case_result(name)
+def test_op_case_gradients_match_mxnet(name, is_train):
+    r = _case_result(name, is_train)
     a = r["arrays"]
     for i, out in enumerate(r["outs"]):
         assert rel_err(out, a[f"out:{i}"]) <= 1e-5, f"output {i}"
@@ -139,6 +182,7 @@ def test_op_case_gradients_match_mxnet(name):
             assert np.abs(g).max() <= 1e-5 * scale, var
         else:
             assert rel_err(g, ref) <= 1e-5, var
+    assert not r["nulls"], f"gradients for arguments with grad_req 'null': {r['nulls']}"
     for var, m in r["aux"].items():
         assert rel_err(m, a[f"aux_after:{var}"]) <= 1e-5, f"moving statistic {var}"
     assert r["grads"]

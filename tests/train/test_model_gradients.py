@@ -2,8 +2,10 @@
 
 Protocol of the references (shared/mxnet-ref/gen/gen_model_grads.py): simple_bind with grad_req='write' for the
 data and every parameter, forward(is_train=T), backward(out_grads=[head_grad]).
-  infer (T = False): BatchNorm with the moving statistics; mxcc compiles with train=True, is_train=False
+  infer (T = False): BatchNorm with the moving statistics
   train (T = True):  BatchNorm with batch statistics, moving statistics updated in backward (`aux_after:*`)
+mxcc takes the same call sequence: one training build (grad_req='write', a poisoning build: memory nothing
+wrote reads as NaN), forward(is_train=T), backward(out_grads=[head_grad]).
 Tolerance: the references' README, about 1e-3 * max|ref| per gradient for whole networks (a ReLU whose input
 is within float32 rounding of 0 flips between implementations). The train reference has one such flip:
 the input of resnetv10_stage3_activation1 at element 21259 is +2.1e-6 in float64 (scale 8.4) and mxcc's
@@ -34,8 +36,8 @@ def _run(name: str, mode: str):
     d = DATA / "models" / name
     ref = np.load(d / f"{name}-grad-{mode}.npz")
     exe = mxcc.compile(d / f"{name}-symbol.json", {"data": ref["input"].shape}, d / f"{name}-0000.params",
-                       train=True, optimizer=_SGD0(), inputs_need_grad=True, is_train=mode == "train")
-    out = exe.forward(is_train=True, data=ref["input"])[0].copy()
+                       train=True, optimizer=_SGD0(), grad_req="write", poison=True)
+    out = exe.forward(is_train=mode == "train", data=ref["input"])[0].copy()
     exe.backward([ref["head_grad"]])
     return exe, ref, out
 
