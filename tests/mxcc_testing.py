@@ -14,6 +14,24 @@ DATA = Path(__file__).resolve().parent / "data"
 needs_gcc = pytest.mark.skipif(shutil.which(os.environ.get("CC", "gcc")) is None, reason="no C compiler (gcc)")
 
 
+def compile_for_gradients(net, shapes, params, **kw):
+    """A poisoning training build (memory nothing wrote reads as NaN); with MXCC_TEST_SANITIZE=1 also built
+    with ASan + UBSan and loaded from its directory (tests/runtime/test_sanitizers.py runs the gradient tests
+    so, in a Python that preloads the sanitizer runtimes)."""
+    import mxcc
+    if not os.environ.get("MXCC_TEST_SANITIZE"):
+        return mxcc.compile(net, shapes, params, train=True, poison=True, **kw)
+    import json
+    import tempfile
+    from mxcc.executor import Executor
+    out = Path(tempfile.mkdtemp(prefix="mxcc-sanitized-"))
+    mxcc.compile(net, shapes, train=True, poison=True, sanitize=True, out_dir=out, **kw)
+    exe = Executor(out, json.loads((out / "module.json").read_text()), optimizer=kw.get("optimizer"))
+    if params is not None:
+        exe.set_params(params)
+    return exe
+
+
 def rel_err(got: np.ndarray, ref: np.ndarray) -> float:
     """max|got - ref| / max|ref|: MXNet's README's acceptance measure (safe for outputs crossing zero)."""
     scale = float(np.max(np.abs(ref))) or 1.0

@@ -2,8 +2,8 @@
 
 Covers the inference path (bench: every kernel of the net), a training step (the train program, a few
 batches), random DAGs of the planner tests (arena placement, in-place kernels, views), and every MXNet op
-case's forward and backward in both modes, poisoned, through Python (tests/train/test_gradients.py run in a
-Python with the sanitizer runtimes preloaded)."""
+case's forward and backward in both modes, poisoned, with a whole network's (tests/train/test_gradients.py
+and test_model_gradients.py run in a Python with the sanitizer runtimes preloaded)."""
 import os
 import subprocess
 
@@ -57,9 +57,10 @@ def test_random_dags_under_sanitizers(seed, tmp_path):
     _run([out / "net_bench", "--iters", "2", "--warmup", "1"])
 
 
-def test_op_cases_forward_and_backward_under_sanitizers():
+def test_op_cases_and_a_network_gradient_under_sanitizers():
     """The op cases of tests/train/test_gradients.py (poisoning builds, both forward modes, the cases'
-    grad_req) built with ASan + UBSan and loaded into a Python that preloads their runtimes."""
+    grad_req) and resnet18_v1_slim's gradients in both modes (tests/train/test_model_gradients.py; mobilenet's
+    would add a minute) built with ASan + UBSan and loaded into a Python that preloads their runtimes."""
     import sys
     cc = os.environ.get("CC", "gcc")
     libs = [subprocess.run([cc, f"-print-file-name={lib}"], capture_output=True, text=True).stdout.strip()
@@ -70,7 +71,8 @@ def test_op_cases_forward_and_backward_under_sanitizers():
                MXCC_TEST_SANITIZE="1", PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
                MXCC_TEST_KEEP_CACHE="1")   # this session's cache: the sanitized runtime is built once
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                        str(ROOT / "tests" / "train" / "test_gradients.py"), "-k", "op_case"],
+                        str(ROOT / "tests" / "train" / "test_gradients.py"),
+                        str(ROOT / "tests" / "train" / "test_model_gradients.py"), "-k", "op_case or resnet18 or training_mode"],
                        capture_output=True, text=True, env=env, timeout=1200, cwd=ROOT)
     out = r.stdout + r.stderr
     assert r.returncode == 0 and "ERROR: AddressSanitizer" not in out and "runtime error" not in out, out[-5000:]

@@ -17,21 +17,17 @@ Finite differences: directional derivative of a float64 numpy forward, <g, v> vs
 (f(x + eps v) - f(x - eps v)) / 2 eps for a random direction v.
 """
 import json
-import os
-import tempfile
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import mxcc
 from mxcc import sym
-from mxcc.executor import Executor
 from mxcc.graph import load_json
 from mxcc.graph.ir import Graph
 from mxcc.ops import REGISTRY
-from mxcc_testing import DATA, needs_gcc, rel_err
+from mxcc_testing import DATA, compile_for_gradients, needs_gcc, rel_err
 
 pytestmark = needs_gcc
 
@@ -111,7 +107,7 @@ def _run_group(names: list[str]) -> dict:
         params.update({"aux:" + pre + k[4:]: a[k] for k in a.files if k.startswith("aux:")})
         if not case["loss_op"]:
             heads += [a[k] for k in sorted(k for k in a.files if k.startswith("head_grad:"))]
-    exe = _compile(_merged(names), shapes, params, grad_req)
+    exe = compile_for_gradients(_merged(names), shapes, params or None, optimizer=_SGD0(), grad_req=grad_req, name="ops")
     mode = MANIFEST[names[0]]["is_train"]
     results = {}
     for is_train in (mode, not mode):
@@ -130,20 +126,6 @@ def _run_group(names: list[str]) -> dict:
                     if is_train == mode else {})
             k += n_out
     return results
-
-
-def _compile(graph, shapes, params, grad_req):
-    """A poisoning training build; with MXCC_TEST_SANITIZE=1 also instrumented with ASan + UBSan, loaded from its
-    directory (tests/runtime/test_sanitizers.py runs this file so, in a Python with the sanitizers preloaded)."""
-    if not os.environ.get("MXCC_TEST_SANITIZE"):
-        return mxcc.compile(graph, shapes, params or None, train=True, optimizer=_SGD0(), grad_req=grad_req,
-                            poison=True, name="ops")
-    out = Path(tempfile.mkdtemp(prefix="mxcc-sanitized-"))
-    mxcc.compile(graph, shapes, train=True, optimizer=_SGD0(), grad_req=grad_req, poison=True, sanitize=True,
-                 out_dir=out, name="ops")
-    exe = Executor(out, json.loads((out / "module.json").read_text()), optimizer=_SGD0())
-    exe.set_params(params)
-    return exe
 
 
 def _copy(a):
