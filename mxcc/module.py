@@ -289,8 +289,9 @@ class Module:
         C-contiguous float32 arrays are bound by pointer (`ffi.from_buffer`), once for an array passed again
         (the context holds the last one, so its memory stays put); integer arrays (indices, labels) are
         converted. An output's memory is written again only once no array on it is left (see _Output)."""
-        self._check_unbound()
-        if len(inputs) > len(self._inputs) or not inputs.keys() <= self._input_names:
+        if self._unbound:
+            self._check_unbound()
+        if not inputs.keys() <= self._input_names:
             self._unknown_inputs(inputs)
         lock = self._prof_lock
         if lock is not None:                # profiling: one call at a time, on the context the profiler reads
@@ -327,8 +328,10 @@ class Module:
             if arr is not bound[i]:     # the same array again (a buffer refilled in place): already bound
                 bound[i] = arr          # held, so its memory (and the pointer) stays valid
                 slots[index] = self._ffi.from_buffer(arr)
-        ffi = self._ffi
-        outs = [o.hand_out(ffi, slots) for o in c.outs]
+        outs = []
+        for o in c.outs:
+            b = o.bound                 # the array the slot points at, when nothing else holds it: write it again
+            outs.append(b[0] if b is not None and _count(b) == _ALONE else o.hand_out(self._ffi, slots))
         self._forward(c.ptr)
         return outs
 
