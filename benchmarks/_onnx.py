@@ -14,7 +14,7 @@ import numpy as np
 def typed_graph(net, shapes: dict):
     """net (symbol JSON path, Symbol or Graph) -> the graph with parsed attrs and shapes, unreachable nodes
     dropped; what `to_onnx` expects."""
-    from mxcc.compiler import _check_shapes, _graph_of
+    from mxcc.compiler.driver import _check_shapes, _graph_of
     from mxcc.passes import bind, dce, infer_shapes
     return dce(infer_shapes(bind(_graph_of(net)[0]), _check_shapes(shapes)))
 

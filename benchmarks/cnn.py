@@ -82,7 +82,7 @@ def _standalone(directory: Path, bench: str, threads: int, seconds: float, iters
 def worker(spec: dict) -> list[dict]:
     import numpy as np
     import mxcc
-    from mxcc.compiler import inspect_network
+    from mxcc.compiler.driver import inspect_network
     from mxcc.options import CompileOptions
     from mxcc.params import split_arg_aux
     from _onnx import ort_session, to_onnx, typed_graph

@@ -51,7 +51,7 @@ def main() -> None:
     ap.add_argument("--mxnet-python", default=os.environ.get("MXNET_PYTHON"))
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args()
-    from mxcc.compiler import inspect_network
+    from mxcc.compiler.driver import inspect_network
     from mxcc.errors import MxccError
     from mxcc.options import CompileOptions
     rows = []

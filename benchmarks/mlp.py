@@ -28,7 +28,7 @@ def worker(spec: dict) -> list[dict]:
     import numpy as np
     import onnxruntime as ort
     import mxcc
-    from mxcc.compiler import plan_network
+    from mxcc.compiler.driver import plan_network
     from mxcc.options import CompileOptions
     from mxcc.params import load_params, split_arg_aux
     from _onnx import to_onnx

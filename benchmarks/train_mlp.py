@@ -30,7 +30,7 @@ BATCH, LR, WD = 100, 0.1, 1e-2
 
 
 def _data(n):
-    from mxcc.idx import load_mnist
+    from mxcc.train.idx import load_mnist
     images, labels = load_mnist(MNIST, "t10k")
     x = (images[:n].reshape(n, 784) / 255.0).astype("float32")
     return x, labels[:n].astype("float32")

@@ -17,7 +17,7 @@ import numpy as np
 
 import mxcc
 from mxcc import sym
-from mxcc.idx import load_mnist
+from mxcc.train.idx import load_mnist
 
 HERE = Path(__file__).resolve().parent
 REF = HERE.parent / "tests" / "data" / "models" / "lenet"

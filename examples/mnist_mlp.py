@@ -15,7 +15,7 @@ import numpy as np
 
 import mxcc
 from mxcc import sym
-from mxcc.idx import load_mnist
+from mxcc.train.idx import load_mnist
 from mxcc.params import load_params, split_arg_aux
 
 HERE = Path(__file__).resolve().parent

@@ -1,19 +1,26 @@
 """mxcc: compile MXNet-style networks to fast, self-contained C.
 
-Public API (re-exports only): `compile`, `load`, `Module`, `sym`, `profiler`, and the error types.
+Public API (re-exports only): `compile`, `load`, `Module`, `Executor`, `sym`, `profiler`, the error types, and
+MXNet's training modules under MXNet's names (`mxcc.optimizer`, `mxcc.lr_scheduler`, `mxcc.initializer`,
+`mxcc.metric`, `mxcc.callback`, `mxcc.model`, `mxcc.io`), which live in mxcc/train/.
 """
-__version__ = "0.1.0"
+import sys as _sys
 
-from mxcc.errors import (AttrError, BuildError, GraphError, MxccError, ParamsError, ShapeError,  # noqa: E402
+from mxcc._version import __version__
+from mxcc.errors import (AttrError, BuildError, GraphError, MxccError, ParamsError, ShapeError,
                          UnsupportedOpError)
-from mxcc.compiler import compile  # noqa: E402
-from mxcc.module import Module, load  # noqa: E402
-from mxcc import symbol as sym  # noqa: E402
-from mxcc import callback, initializer, io, lr_scheduler, metric, model, optimizer  # noqa: E402,F401
-from mxcc.executor import Executor  # noqa: E402
-from mxcc.model import load_checkpoint, save_checkpoint  # noqa: E402
-from mxcc import profiler  # noqa: E402
+from mxcc.compiler.driver import compile
+from mxcc.runtime.module import Module, load
+from mxcc.runtime.executor import Executor
+from mxcc import symbol as sym
+from mxcc import profiler
+from mxcc.train import callback, initializer, io, lr_scheduler, metric, model, optimizer
+from mxcc.train.model import load_checkpoint, save_checkpoint
 
-__all__ = ["AttrError", "BuildError", "Executor", "GraphError", "Module", "callback", "initializer", "io",
-           "load_checkpoint", "lr_scheduler", "metric", "model", "optimizer", "save_checkpoint", "MxccError", "ParamsError", "ShapeError",
-           "UnsupportedOpError", "compile", "load", "profiler", "sym"]
+# `import mxcc.optimizer`, `from mxcc.metric import Accuracy`: MXNet's module names, as users write them
+for _m in (callback, initializer, io, lr_scheduler, metric, model, optimizer):
+    _sys.modules[f"{__name__}.{_m.__name__.rsplit('.', 1)[1]}"] = _m
+
+__all__ = ["AttrError", "BuildError", "Executor", "GraphError", "Module", "MxccError", "ParamsError", "ShapeError",
+           "UnsupportedOpError", "__version__", "callback", "compile", "initializer", "io", "load",
+           "load_checkpoint", "lr_scheduler", "metric", "model", "optimizer", "profiler", "save_checkpoint", "sym"]

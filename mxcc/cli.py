@@ -14,7 +14,16 @@ import os
 import sys
 import time
 
+import numpy as np
+
+import mxcc
+from mxcc.compiler.driver import _default_name, inspect_network
 from mxcc.errors import MxccError
+from mxcc.files import atomic_write
+from mxcc.options import CompileOptions
+from mxcc.perf.record import main as perf_main
+from mxcc.train.initializer import Xavier, init_params
+from mxcc.train.optimizer import SGD, Adam
 
 
 def _shape(text: str) -> tuple[str, tuple[int, ...]]:
@@ -109,8 +118,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _compile(args) -> int:
-    import mxcc
-    from mxcc.compiler import _default_name
     shapes = dict(args.shape)
     name = args.name or _default_name(args.net)
     out = args.out or os.path.join("build", name)
@@ -119,12 +126,10 @@ def _compile(args) -> int:
     if args.random_params:
         if params:
             raise MxccError("--params and --random-params exclude each other")
-        from mxcc.initializer import Xavier, init_params
         arg, aux = init_params(mxcc.sym.load(args.net), shapes, Xavier(), seed=0)
         params = {**arg, **{f"aux:{k}": v for k, v in aux.items()}}
     train = {}
     if args.train:
-        from mxcc.optimizer import SGD, Adam
         batch = next(iter(shapes.values()))[0]
         opt = (SGD(learning_rate=args.lr, momentum=args.momentum, wd=args.wd, rescale_grad=1.0 / batch)
                if args.optimizer == "sgd" else Adam(learning_rate=args.lr, wd=args.wd, rescale_grad=1.0 / batch))
@@ -143,8 +148,6 @@ def _compile(args) -> int:
 
 def _inspect(args) -> int:
     import json
-    from mxcc.compiler import inspect_network
-    from mxcc.options import CompileOptions
     plan = inspect_network(args.net, dict(args.shape), CompileOptions.from_env(fuse=not args.no_fuse,
                                                                               plan=not args.no_plan,
                                                                               fold=not args.no_fold,
@@ -207,8 +210,6 @@ def format_plan(plan: dict) -> str:
 
 
 def _run(args) -> int:
-    import numpy as np
-    import mxcc
     mod = mxcc.load(args.dir)
     if args.threads:
         mod.set_num_threads(args.threads)
@@ -221,7 +222,6 @@ def _run(args) -> int:
     outs = mod.forward(**inputs)
     names = list(mod.output_shapes)
     if args.output:
-        from mxcc.build import atomic_write
         import io
         buf = io.BytesIO()
         np.savez(buf, **dict(zip(names, outs)))
@@ -234,7 +234,6 @@ def _run(args) -> int:
 
 
 def _perf(args) -> int:
-    from mxcc.perf import main as perf_main
     return perf_main(args)
 
 

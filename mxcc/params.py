@@ -14,13 +14,12 @@ import io
 import lzma
 import os
 import struct
-import tempfile
 import zipfile
 import zlib
-from pathlib import Path
 
 import numpy as np
 
+from mxcc.files import atomic_write
 from mxcc.errors import ParamsError
 
 LIST_MAGIC = 0x112                   # kMXAPINDArrayListMagic, the file header
@@ -329,29 +328,11 @@ def _write_npz(f, arrays: dict[str, np.ndarray]) -> None:
 
 
 def _atomic_write(path: str, write) -> None:
-    """Write through a temp file in the same directory, fsync, then os.replace: readers see the old
-    file or the complete new one, never a partial file."""
-    target = Path(path)
+    """files.atomic_write, with a write failure as a ParamsError naming the file."""
     try:
-        mode = target.stat().st_mode & 0o777 if target.exists() else 0o644
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        atomic_write(path, write)
     except OSError as e:
         raise ParamsError(f"{path}: cannot write params file: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise ParamsError(f"{path}: cannot write params file: {e.strerror or e}") from None
-        raise
 
 
 def split_arg_aux(params: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:

@@ -16,10 +16,11 @@ class Slot:
     """A tensor the host binds by pointer: a graph input, a parameter/aux state, or an output."""
     index: int
     name: str
-    kind: str            # "input" | "param" | "aux" | "output"
+    kind: str            # "input" | "head_grad" | "param" | "aux" | "output" | "grad" | "state" | "grad_fresh" | ...
     shape: tuple
     dtype: str = "float32"
     optional: bool = False   # labels: not read at inference
+    output: str = ""         # a head_grad slot: the output whose gradient it takes (MXNet's out_grads)
 
 
 @dataclass(frozen=True)
@@ -40,11 +41,21 @@ class Location:
 
 
 @dataclass(frozen=True)
+class Workspace:
+    """A kernel's scratch (im2col buffers...): where it lives (the arena, or ctx->derived for a folded kernel),
+    its bytes, and the step of the kernel that uses it (it is live during that step only)."""
+    location: Location
+    nbytes: int
+    step: int
+
+
+@dataclass(frozen=True)
 class Plan:
     graph: Graph
     slots: tuple[Slot, ...]
     buffers: tuple[BufferSlot, ...]
     locations: dict = field(default_factory=dict)   # (node, index) -> Location
+    workspaces: dict = field(default_factory=dict)  # anchor node id -> Workspace (kernels that need scratch)
     arena_bytes: int = 0
     naive_bytes: int = 0
     lower_bound_bytes: int = 0

@@ -9,14 +9,15 @@ variables named `<node>_<input>` carrying the op's attributes, and unnamed nodes
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 from dataclasses import dataclass
 
 from mxcc.errors import AttrError, IncompleteShapeError
+from mxcc.files import atomic_write
 from mxcc.graph import Graph, Node, Ref, dump_json, load_json as _load_graph
 from mxcc.graph.ir import VARIABLE
 from mxcc.ops import REGISTRY, attrs as attrs_parser, get_op
+from mxcc.passes import bind, infer_shapes
 from mxcc.types import DType
 
 
@@ -118,13 +119,11 @@ class Symbol:
         return [n.name for n in self.graph.variables]
 
     def list_outputs(self) -> list[str]:
-        from mxcc.passes import bind
         g = bind(self.graph)
         return [g.output_name(h) for h in g.heads]
 
     def infer_shape(self, *args, **kwargs):
         """(arg_shapes, out_shapes, aux_shapes) as MXNet answers; (None, None, None) if incomplete."""
-        from mxcc.passes import infer_shapes
         shapes = dict(zip(self.list_arguments(), args)) if args else {}
         shapes.update(kwargs)
         g = self.graph
@@ -145,7 +144,6 @@ class Symbol:
         return dump_json(self.graph)
 
     def save(self, fname: str) -> None:
-        from mxcc.build import atomic_write
         atomic_write(fname, self.tojson())
 
     # -- composition -------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ def compile_for_gradients(net, shapes, params, **kw):
         return mxcc.compile(net, shapes, params, train=True, poison=True, **kw)
     import json
     import tempfile
-    from mxcc.executor import Executor
+    from mxcc.runtime.executor import Executor
     out = Path(tempfile.mkdtemp(prefix="mxcc-sanitized-"))
     mxcc.compile(net, shapes, train=True, poison=True, sanitize=True, out_dir=out, **kw)
     exe = Executor(out, json.loads((out / "module.json").read_text()), optimizer=kw.get("optimizer"))

@@ -6,11 +6,11 @@ graph output becomes a copy. Templates then only print what is here (see render.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from math import prod
 
 from mxcc.codegen.cnames import c_ident, unique_idents
-from mxcc.graph.ir import FusedGroup, Graph, Ref
+from mxcc.graph.ir import FusedGroup, Ref
 from mxcc.ops.base import EpilogueStep, Fusion, c_float
 from mxcc.passes.fold_constants import bind_time_inputs
 from mxcc.plan import Location, Plan
@@ -169,11 +169,25 @@ def _lower_all(plan: Plan, net: str) -> tuple[list[KernelCall], list[KernelCall]
     groups = list(g.groups) + list(plan.folded)
     fns = unique_idents([f"{net}_{grp.name}" for grp in groups])
     calls = []
-    derived = [(plan.derived_bytes + 63) // 64 * 64]   # bytes of ctx->derived handed out so far (folded first)
+    derived = DerivedSpace((plan.derived_bytes + 63) // 64 * 64)   # the folded values come first
     for i, (grp, fn) in enumerate(zip(groups, fns)):
         call = _no_restrict_on_aliases(_lower_group(plan, grp, fn, slot_names, i, derived))
         calls.append(call if i < len(g.groups) else replace(call, node_index=-1))
     return calls[:len(g.groups)], calls[len(g.groups):]
+
+
+class DerivedSpace:
+    """ctx->derived as lowering hands it out: the folded values first (placed by the planner), then in kernel
+    order each folded BatchNorm's scale and shift and each prepacked weight, on 64-byte boundaries."""
+
+    def __init__(self, start: int):
+        self.end = start
+
+    def take(self, nbytes: int) -> int:
+        """The offset of `nbytes` more bytes."""
+        offset = self.end
+        self.end += (nbytes + 63) // 64 * 64
+        return offset
 
 
 def derived_bytes(calls: list[KernelCall]) -> int:
@@ -197,7 +211,7 @@ def _buffer(plan: Plan, ref: Ref, cname: str, writable: bool, slot_names) -> Buf
     return Buffer(cname, plan.graph.type_of(ref), writable, expr, where)
 
 
-def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int, derived: list) -> KernelCall:
+def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int, derived: "DerivedSpace") -> KernelCall:
     g = plan.graph
     members = [g.nodes[m] for m in grp.members]
     anchor = members[0]
@@ -242,20 +256,17 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int, d
         ins.append(view)
     if ctx.bn_in_weight:                            # the kernel reads bn_shift only
         ins = [b for b in ins if b.cname != "bn_scale"]
-    ws = plan.locations.get((anchor.id, -1))
+    ws = plan.workspaces.get(anchor.id)
     if ws is not None:
-        nbytes = next(b.nbytes for b in (*plan.buffers, *plan.derived_buffers)
-                      if b.name == f"{anchor.name}_workspace")
-        expr, where = _location_expr(ws, True, slot_names)
-        outs.append(Buffer("workspace", TensorType((nbytes // 4,)), True, expr, f"{where} (scratch)", fresh=True))
+        expr, where = _location_expr(ws.location, True, slot_names)
+        outs.append(Buffer("workspace", TensorType((ws.nbytes // 4,)), True, expr, f"{where} (scratch)", fresh=True))
     return KernelCall(template=template, vars=variables, buffers=(*ins, *outs), prepare=prepare, **common)
 
 
-def _prepack(req: PackRequest, src: Buffer, fn: str, group: str, derived: list, bn_scale: Buffer | None):
+def _prepack(req: PackRequest, src: Buffer, fn: str, group: str, derived: "DerivedSpace", bn_scale: Buffer | None):
     """The bind-time packing of `src` into ctx->derived (a PrepareCall) and the kernel's read-only view;
     with req.scale, bn_scale (computed by the BatchNorm's fold, which <net>_prepare runs first) multiplied in."""
-    off = derived[0]
-    derived[0] += (req.floats * 4 + 63) // 64 * 64
+    off = derived.take(req.floats * 4)
     ttype = TensorType((req.floats,))
     where = f"derived + {off} ({req.input} packed)"
     out = Buffer("packed", ttype, True, f"(float *)(ctx->derived + {off})", where)
@@ -268,19 +279,17 @@ def _prepack(req: PackRequest, src: Buffer, fn: str, group: str, derived: list, 
         extra = (bn_scale,)
     prep = PrepareCall(fn=f"{fn}_pack_{c_ident(req.input)}", group=group, template="kernels/pack_weight.c.j2",
                        vars=dict(call=req.call, scale=req.scale, what=what),
-                       buffers=(replace(src, cname="src"), *extra, out), derived_end=derived[0])
+                       buffers=(replace(src, cname="src"), *extra, out), derived_end=derived.end)
     view = Buffer(f"{req.input}_packed", ttype, False, out.expr.replace("(float *)", "(const float *)"), where)
     return prep, view
 
 
-def _fold_batch_norm(plan: Plan, anchor, bn, fn: str, slot_names, derived: list):
+def _fold_batch_norm(plan: Plan, anchor, bn, fn: str, slot_names, derived: "DerivedSpace"):
     """The bind-time fold of `bn` into `anchor`'s epilogue: a PrepareCall writing per-channel scale/shift
     into ctx->derived, and the kernel's read-only views of them."""
-    g = plan.graph
     channels = bn.out_types[0].shape[bn.params.axis % len(bn.out_types[0].shape)]
     nbytes = (channels * 4 + 63) // 64 * 64
-    scale_off, shift_off = derived[0], derived[0] + nbytes
-    derived[0] += 2 * nbytes
+    scale_off, shift_off = derived.take(nbytes), derived.take(nbytes)
     ttype = TensorType((channels,))
     names = bn.opdef.inputs(bn.params)
     params = [_buffer(plan, r, name, False, slot_names) for name, r in zip(names, bn.inputs) if name != "data"]
@@ -294,14 +303,13 @@ def _fold_batch_norm(plan: Plan, anchor, bn, fn: str, slot_names, derived: list)
     prep = PrepareCall(fn=f"{fn}_fold_{c_ident(bn.name)}", group=anchor.name, template="kernels/fold_batch_norm.c.j2",
                        vars=dict(channels=channels, eps=c_float(bn.params.eps), fix_gamma=bn.params.fix_gamma,
                                  has_bias=has_bias, what=f"{bn.name} (BatchNorm, {channels} channels)"),
-                       buffers=(*params, *outs), derived_end=derived[0])
+                       buffers=(*params, *outs), derived_end=derived.end)
     views = [Buffer(b.cname, ttype, False, b.expr.replace("(float *)", "(const float *)"), b.where) for b in outs]
     return prep, views
 
 
 def _lower_elementwise(plan, grp, members, outs, slot_names, common) -> KernelCall:
     """A chain of elementwise ops -> one loop `out[i] = <composed expression>`."""
-    g = plan.graph
     inside = {m.id for m in members}
     external: list[Ref] = []
     for m in members:
@@ -382,7 +390,9 @@ def lower_train_program(plan: Plan, hyper: dict) -> dict | None:
     """The constants of `<net>_train` (templates/train.c.j2), for a classifier with one image input, one
     label and one (batch, classes) output; None when the network is not of that shape."""
     inputs = [s for s in plan.slots if s.kind == "input"]
-    data = [s for s in inputs if not s.optional and not s.name.endswith("_head_grad") and len(s.shape) >= 2]
+    if any(s.kind == "head_grad" for s in plan.slots):
+        return None                     # an output that is not a loss head: the program has no gradient for it
+    data = [s for s in inputs if not s.optional and len(s.shape) >= 2]
     labels = [s for s in inputs if s is not (data[0] if data else None) and len(s.shape) == 1]
     outputs = [s for s in plan.slots if s.kind == "output"]
     if len(data) != 1 or len(labels) != 1 or len(outputs) != 1 or len(outputs[0].shape) != 2 \

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import jinja2
 
-from mxcc import __version__
+from mxcc._version import __version__
 from mxcc.codegen.cnames import c_string, unique_idents
-from mxcc.codegen.lower import KernelCall
+from mxcc.codegen.lower import KernelCall, derived_bytes
 from mxcc.plan import Plan
 
 
@@ -62,7 +62,6 @@ def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, 
     context's RNG (training Dropout), so each training forward advances ctx->rng_step. `folded`: the kernels
     of folded constants (lower_folded; of the inference variant too), run first by `<net>_prepare`, writing
     `folded_bytes` of ctx->derived; they are not in the kernel table (the forward never runs them)."""
-    from mxcc.codegen.lower import derived_bytes
     env = environment(template_dir)
     folded = folded or []
     every = calls + (infer_calls or []) + (infer_backward or [])

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
+from mxcc.ops import attrs as attrs_parser
+from mxcc.ops import get_op
 from mxcc.types import TensorType
 
 VARIABLE = "null"
@@ -52,7 +54,6 @@ class Node:
     @property
     def opdef(self):
         """The registered OpDef of this node (raises UnsupportedOpError naming the node)."""
-        from mxcc.ops import get_op
         return get_op(self.op, self.name)
 
     @property
@@ -63,7 +64,6 @@ class Node:
             return len(self.out_types)
         params = self.params
         if params is None:
-            from mxcc.ops import attrs as attrs_parser
             params = attrs_parser.parse(self.opdef.attrs, self.attrs, node=self.name, op=self.op)
         return self.opdef.num_outputs(params)
 
@@ -91,6 +91,7 @@ class Graph:
     groups: tuple[FusedGroup, ...] | None = None      # set by the fuse pass
     inputs: tuple[str, ...] = ()                      # variables fed per call (data, label), set by bind
     grads: tuple[tuple[str, Ref], ...] = ()           # (variable, value holding its gradient), set by autodiff
+    head_grads: tuple[tuple[str, str], ...] = ()      # (output, the input variable of its head gradient): autodiff
 
     def __post_init__(self):
         for i, n in enumerate(self.nodes):

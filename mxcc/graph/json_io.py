@@ -15,6 +15,7 @@ from typing import Any
 
 from mxcc.errors import GraphError
 from mxcc.graph.ir import VARIABLE, Graph, Node, Ref
+from mxcc.ops import REGISTRY
 
 MXNET_VERSION = 10901   # what we write: MXNet 1.9.1
 _HIDDEN_KEYS = ("ctx_group", "lr_mult", "wd_mult", "force_mirroring", "mirror_stage")
@@ -178,7 +179,6 @@ def graph_to_dict(g: Graph) -> dict:
     attrs = dict(g.attrs)
     attrs["mxnet_version"] = ["int", MXNET_VERSION]
     doc = {"nodes": nodes, "arg_nodes": [n.id for n in g.nodes if n.is_variable]}
-    from mxcc.ops import REGISTRY
     if all(n.is_variable or n.op in REGISTRY for n in g.nodes):   # optional for MXNet's loader
         row_ptr = [0]
         for n in g.nodes:

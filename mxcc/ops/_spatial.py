@@ -52,10 +52,10 @@ def geom(channels: int, in_sp: tuple, out_sp: tuple, k: tuple, s: tuple, p: tupl
             ("dilate", arr(pad3(d, 1)))]
 
 
-def per_image_epilogue(k, bias: str | None, image: int, ld: int) -> dict:
+def per_image_epilogue(ctx, bias: str | None, image: int, ld: int) -> dict:
     """The epilogue fields, channels as rows. A fused residual (elemwise_add) is a tensor like the output:
     its pointer moves to image n inside the batch loop (`ep_per_image`), rows of ld = OHW floats."""
-    fields = k.gemm_epilogue(bias=bias, per_row=True, ld_residual=ld)
+    fields = ctx.gemm_epilogue(bias=bias, per_row=True, ld_residual=ld)
     per_image = any(f == "residual" for f, _ in fields)
     if per_image:
         fields = [(f, f"residual + (long)n * {image}" if f == "residual" else v) for f, v in fields]

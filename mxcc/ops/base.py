@@ -8,7 +8,7 @@ An OpDef is plain data plus plain functions. Passes ask it questions (`fusion`, 
 - `infer(attrs, s: ShapeCtx) -> list[shape]`: output shapes; reads inputs with `s.known(name)`, fills or
   checks weight shapes with `s.expect(name, shape)`, and reports faults with `s.fail(...)`.
 - `flops(attrs, ins, outs) -> int`: an FMA counts 2.
-- `lower(attrs, k: LowerCtx) -> (template, variables)`: only resolved constants and C names.
+- `lower(attrs, ctx: LowerCtx) -> (template, variables)`: only resolved constants and C names.
 - `epilogue(attrs) -> EpilogueStep | None`: how a GEMM epilogue does this op (for ELEMWISE ops).
 - `c_expr(attrs, args) -> str`: the op as a C expression of its input expressions (ELEMWISE ops).
 - `fusion`: a Fusion, or `fusion(attrs) -> Fusion` where the kind depends on attributes (LeakyReLU: 'leaky'

@@ -71,8 +71,8 @@ def _flops(a: BNAttrs, ins, outs):
     return 3 * prod(outs[0].shape)
 
 
-def _lower(a: BNAttrs, k):
-    x = k.in_type("data").shape
+def _lower(a: BNAttrs, ctx):
+    x = ctx.in_type("data").shape
     ax = a.axis % len(x)
     outer, c, inner = prod(x[:ax]), x[ax], prod(x[ax + 1:])
     return "kernels/batch_norm.c.j2", dict(
@@ -101,8 +101,8 @@ def _view(a: BNAttrs, x: tuple) -> tuple[int, int, int]:
     return prod(x[:ax]), x[ax], prod(x[ax + 1:])
 
 
-def _train_lower(a: BNAttrs, k):
-    x = k.in_type("data").shape
+def _train_lower(a: BNAttrs, ctx):
+    x = ctx.in_type("data").shape
     outer, c, inner = _view(a, x)
     return "kernels/batch_norm_train.c.j2", dict(
         what=f"data viewed as ({outer}, {c}, {inner}), channel axis {a.axis % len(x)}, eps {a.eps}"
@@ -150,8 +150,8 @@ def _bwd_infer(a: BNBackwardAttrs, s):
     return ([x] if a.data_grad else []) + [c, c]
 
 
-def _bwd_lower(a: BNBackwardAttrs, k):
-    x = k.in_type("data").shape
+def _bwd_lower(a: BNBackwardAttrs, ctx):
+    x = ctx.in_type("data").shape
     outer, c, inner = _view(BNAttrs(axis=a.axis), x)
     names = _bwd_outputs(a)
     out = {n: (f"out{i}" if len(names) > 1 else "out") for i, n in enumerate(names)}

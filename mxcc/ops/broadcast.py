@@ -44,9 +44,9 @@ def _infer(a, s):
 
 
 def _lower(expr: str):
-    def lower(a, k):
-        lhs, rhs = k.in_type("lhs").shape, k.in_type("rhs").shape
-        out = k.out_type().shape
+    def lower(a, ctx):
+        lhs, rhs = ctx.in_type("lhs").shape, ctx.in_type("rhs").shape
+        out = ctx.out_type().shape
         what = f"out{list(out)} = " + expr.format(a=f"lhs{list(lhs)}", b=f"rhs{list(rhs)}") + ", broadcast"
         return "kernels/loops.c.j2", elementwise_loop(
             what, out, [("lhs", broadcast_strides(lhs, out)), ("rhs", broadcast_strides(rhs, out))],
@@ -93,8 +93,8 @@ class BroadcastBackwardAttrs:
     rhs_shape: tuple[int, ...]
 
 
-def _bwd_lower(a: BroadcastBackwardAttrs, k):
-    out = k.in_type("ograd").shape
+def _bwd_lower(a: BroadcastBackwardAttrs, ctx):
+    out = ctx.in_type("ograd").shape
     operands = [("ograd", broadcast_strides(out, out))]
     if _reads_operands(a.fn):
         operands += [("lhs", broadcast_strides(a.lhs_shape, out)), ("rhs", broadcast_strides(a.rhs_shape, out))]

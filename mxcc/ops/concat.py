@@ -60,13 +60,13 @@ def _concat_infer(a: ConcatAttrs, s):
     return [first[:ax] + (sum(sh[ax] for sh in shapes),) + first[ax + 1:]]
 
 
-def _concat_lower(a: ConcatAttrs, k):
-    out = k.out_type().shape
+def _concat_lower(a: ConcatAttrs, ctx):
+    out = ctx.out_type().shape
     ax = norm_axis(a.dim, len(out), None)
     outer, inner = _rows(out, ax)
     copies, off = [], 0
     for name in _concat_inputs(a):
-        n = k.in_type(name).shape[ax]
+        n = ctx.in_type(name).shape[ax]
         copies.append(_copy("out", off * inner, out[ax] * inner, name, 0, n * inner, outer, n * inner,
                             f"{name} -> out[..., {off}:{off + n}, ...]"))
         off += n
@@ -104,8 +104,8 @@ def _concat_bwd_infer(a: ConcatBackwardAttrs, s):
     return [y[:ax] + (n,) + y[ax + 1:] for n in a.sizes]
 
 
-def _concat_bwd_lower(a: ConcatBackwardAttrs, k):
-    y = k.in_type("ograd").shape
+def _concat_bwd_lower(a: ConcatBackwardAttrs, ctx):
+    y = ctx.in_type("ograd").shape
     ax = norm_axis(a.dim, len(y), None)
     outer, inner = _rows(y, ax)
     names = ["out"] if a.num_args == 1 else [f"out{j}" for j in range(a.num_args)]
@@ -155,8 +155,8 @@ def _split_infer(a: SliceChannelAttrs, s):
     return [out] * a.num_outputs
 
 
-def _split_lower(a: SliceChannelAttrs, k):
-    x = k.in_type("data").shape
+def _split_lower(a: SliceChannelAttrs, ctx):
+    x = ctx.in_type("data").shape
     ax = norm_axis(a.axis, len(x), None)
     outer, inner = _rows(x, ax)
     piece = x[ax] // a.num_outputs
@@ -210,8 +210,8 @@ def _slice_infer(a, s):
     return [x[:ax] + (e - b,) + x[ax + 1:]]
 
 
-def _slice_lower(a, k):
-    x = k.in_type("data").shape
+def _slice_lower(a, ctx):
+    x = ctx.in_type("data").shape
     ax, b, e = _slice_range(a, x, None)
     outer, inner = _rows(x, ax)
     copy = _copy("out", 0, (e - b) * inner, "data", b * inner, x[ax] * inner, outer, (e - b) * inner,
@@ -236,7 +236,7 @@ class SliceAxisBackwardAttrs(SliceAxisAttrs):
     data_shape: tuple[int, ...] = ()
 
 
-def _slice_bwd_lower(a: SliceAxisBackwardAttrs, k):
+def _slice_bwd_lower(a: SliceAxisBackwardAttrs, ctx):
     x = tuple(a.data_shape)
     ax, b, e = _slice_range(a, x, None)
     outer, inner = _rows(x, ax)

@@ -204,71 +204,71 @@ def _workspace(a: ConvAttrs, ins, outs, const=frozenset()) -> int:
     return rows * col_block(rows, prod(y[2:])) * 4      # one block of columns (C*K, NB)
 
 
-def _lower(a: ConvAttrs, k):
-    x = k.in_type("data").shape
-    y = k.out_type(0).shape
+def _lower(a: ConvAttrs, ctx):
+    x = ctx.in_type("data").shape
+    y = ctx.out_type(0).shape
     kern, st, p, d = a.geometry()
     g, c, o = a.num_group, x[1], a.num_filter
     cg, og = c // g, o // g
-    hw, ohw, kk = prod(x[2:]), prod(y[2:]), prod(kern)
-    kind = path(a, x, k.const)
+    hw, ohw, k = prod(x[2:]), prod(y[2:]), prod(kern)
+    kind = path(a, x, ctx.const)
     if kind in ("packed", "winograd", "pointwise", "direct"):
-        return _lower_packed(a, k, x, y, kind)
-    macs = x[0] * o * ohw * cg * kk       # the layer's multiply-adds (depthwise: cg = 1)
-    nb = col_block(c * kk, ohw) if kind == "im2col" else ohw
+        return _lower_packed(a, ctx, x, y, kind)
+    macs = x[0] * o * ohw * cg * k       # the layer's multiply-adds (depthwise: cg = 1)
+    nb = col_block(c * k, ohw) if kind == "im2col" else ohw
     shape = "x".join(map(str, kern))
     desc = {"depthwise": f"depthwise {shape}: out[n, c] = sum over the {shape} window of weight[c] * data[n, c]",
             "gemm": f"out[n] ({o}, {ohw}) = weight ({o}, {cg}) . data[n] ({c}, {hw})",
-            "im2col": f"out[n] ({o}, {ohw}) = weight ({o}, {cg * kk}) . im2col(data[n]) ({c * kk}, {ohw}), "
+            "im2col": f"out[n] ({o}, {ohw}) = weight ({o}, {cg * k}) . im2col(data[n]) ({c * k}, {ohw}), "
                       f"in blocks of {nb} columns"}[kind]
     if g > 1 and kind != "depthwise":
         desc += f", one GEMM per group of {og} x {cg} channels"
     return "kernels/conv2d.c.j2", dict(
-        path=kind, batch=x[0], groups=g, m=og, n=ohw, nb=nb, k=cg * (kk if kind == "im2col" else 1),
-        x_img=c * hw, y_img=o * ohw, w_grp=og * cg * kk,
+        path=kind, batch=x[0], groups=g, m=og, n=ohw, nb=nb, k=cg * (k if kind == "im2col" else 1),
+        x_img=c * hw, y_img=o * ohw, w_grp=og * cg * k,
         b_grp=cg * hw, y_grp=og * ohw,
         geom=geom(c, x[2:], y[2:], kern, st, p, d) if kind != "gemm" else [],
-        **per_image_epilogue(k, None if a.no_bias else "bias", o * ohw, ohw),
-        parallel=int(c * kk * nb >= PARALLEL_MIN_ELEMENTS if kind == "im2col" else macs >= PARALLEL_MIN_MACS),
+        **per_image_epilogue(ctx, None if a.no_bias else "bias", o * ohw, ohw),
+        parallel=int(c * k * nb >= PARALLEL_MIN_ELEMENTS if kind == "im2col" else macs >= PARALLEL_MIN_MACS),
         what=f"{desc}; stride {st} pad {p} dilate {d} groups {g}", o=o, thread_scratch=None, weight="weight", fn="",
     )
 
 
-def _lower_packed(a: ConvAttrs, k, x, y, kind: str):
+def _lower_packed(a: ConvAttrs, ctx, x, y, kind: str):
     """The paths that read the weight transformed at bind time: packed (GEMM panels), winograd, pointwise and direct."""
     kern, st, p, d = a.geometry()
     c, o = x[1], a.num_filter
-    kk, ohw = c * prod(kern), prod(y[2:])
+    k, ohw = c * prod(kern), prod(y[2:])
     if kind == "pointwise":
-        return _lower_pointwise(a, k, x, o, ohw)
+        return _lower_pointwise(a, ctx, x, o, ohw)
     fn = {"packed": "mxcc_conv_packed", "winograd": "mxcc_winograd_f43", "direct": "mxcc_conv_direct"}[kind]
-    weight = k.packed_input("weight", {"packed": lambda: gemm_pack_b(kk, o, trans=True),
+    weight = ctx.packed_input("weight", {"packed": lambda: gemm_pack_b(k, o, trans=True),
                                        "winograd": lambda: winograd_f43_weight(o, c),
-                                       "direct": lambda: conv_direct_weight(kk, o)}[kind]())
+                                       "direct": lambda: conv_direct_weight(k, o)}[kind]())
     gm = geom(c, x[2:], y[2:], kern, st, p, d)
     literal = "(const mxcc_conv_geom){ " + ", ".join(f".{f} = {v}" for f, v in gm) + " }"
-    what = {"packed": f"out^T ({x[0]}*{ohw}, {o}) = im2col(data)^T ({x[0]}*{ohw}, {kk}) . weight^T ({kk}, {o}), "
+    what = {"packed": f"out^T ({x[0]}*{ohw}, {o}) = im2col(data)^T ({x[0]}*{ohw}, {k}) . weight^T ({k}, {o}), "
                       f"one GEMM with pixels as rows, the weight packed at bind time",
             "winograd": f"Winograd F(4x4, 3x3): out = A^T [(B^T d B) . (G g G^T)] A over 4x4 tiles, "
                         f"36 GEMMs (tiles, {c}) . ({c}, {o}), the weight transformed at bind time",
-            "direct": f"direct: out ({x[0]}, {o}, {ohw}) over {kk} taps, vectorized over output pixels of a row, "
+            "direct": f"direct: out ({x[0]}, {o}, {ohw}) over {k} taps, vectorized over output pixels of a row, "
                       f"a block of channels in registers, the weight repacked at bind time"}[kind]
     return "kernels/conv2d.c.j2", dict(
-        path=kind, fn=fn, batch=x[0], groups=1, m=o, n=ohw, nb=ohw, k=kk, x_img=c * prod(x[2:]), y_img=o * ohw,
-        w_grp=o * kk, b_grp=0, y_grp=0, geom=gm, o=o, weight=weight,
-        epilogue=k.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=True, ld_residual=ohw),
-        ep_per_image=False, parallel=int(x[0] * ohw * kk * o >= PARALLEL_MIN_MACS),
+        path=kind, fn=fn, batch=x[0], groups=1, m=o, n=ohw, nb=ohw, k=k, x_img=c * prod(x[2:]), y_img=o * ohw,
+        w_grp=o * k, b_grp=0, y_grp=0, geom=gm, o=o, weight=weight,
+        epilogue=ctx.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=True, ld_residual=ohw),
+        ep_per_image=False, parallel=int(x[0] * ohw * k * o >= PARALLEL_MIN_MACS),
         thread_scratch=f"{fn}_scratch_floats(&{literal}, {x[0]}, {o}, threads)",
         what=f"{what}; stride {st} pad {p} dilate {d}")
 
 
-def _lower_pointwise(a: ConvAttrs, k, x, o: int, ohw: int):
+def _lower_pointwise(a: ConvAttrs, ctx, x, o: int, ohw: int):
     c = x[1]
     return "kernels/conv2d.c.j2", dict(
         path="pointwise", fn="mxcc_conv1x1", batch=x[0], groups=1, m=o, n=ohw, nb=ohw, k=c, x_img=c * ohw,
         y_img=o * ohw, w_grp=o * c, b_grp=0, y_grp=0, geom=[], o=o,
-        weight=k.packed_input("weight", conv1x1_weight(o, c)),
-        epilogue=k.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=True, ld_residual=ohw),
+        weight=ctx.packed_input("weight", conv1x1_weight(o, c)),
+        epilogue=ctx.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=True, ld_residual=ohw),
         ep_per_image=False, parallel=int(x[0] * ohw * c * o >= PARALLEL_MIN_MACS),
         thread_scratch=f"mxcc_conv1x1_scratch_floats({c}, threads)",
         what=f"out[n] ({o}, {ohw}) = weight ({o}, {c}) . data[n] ({c}, {ohw}), tiles of output channels x "
@@ -312,17 +312,17 @@ def _bwd_workspace(a: ConvBackwardAttrs, ins, outs, const=frozenset()) -> int:
     return _workspace(a, [ins[1]], [ins[0]])
 
 
-def _bwd_lower(a: ConvBackwardAttrs, k):
-    x, y = k.in_type("data").shape, k.in_type("ograd").shape
+def _bwd_lower(a: ConvBackwardAttrs, ctx):
+    x, y = ctx.in_type("data").shape, ctx.in_type("ograd").shape
     kern, st, p, d = a.geometry()
     g, c, o = a.num_group, x[1], a.num_filter
     cg, og = c // g, o // g
-    hw, ohw, kk = prod(x[2:]), prod(y[2:]), prod(kern)
+    hw, ohw, k = prod(x[2:]), prod(y[2:]), prod(kern)
     kind = path(a, x)
     names = _bwd_outputs(a)
     out = {n: (f"out{i}" if len(names) > 1 else "out") for i, n in enumerate(names)}
-    ck = cg * (kk if kind == "im2col" else 1)
-    nb = col_block(c * kk, ohw) if kind == "im2col" else ohw
+    ck = cg * (k if kind == "im2col" else 1)
+    nb = col_block(c * k, ohw) if kind == "im2col" else ohw
     desc = {"depthwise": "depthwise: the direct backward kernel (data scatter, weight sums per channel)",
             "gemm": f"1x1: dweight_g ({og}, {cg}) += ograd[n]_g . data[n]_g^T, ddata[n]_g = weight_g^T . ograd[n]_g",
             "im2col": f"dweight_g ({og}, {ck}) += ograd[n]_g ({og}, {ohw}) . im2col(data[n])_g^T; "
@@ -332,7 +332,7 @@ def _bwd_lower(a: ConvBackwardAttrs, k):
         b_grp=cg * hw, y_grp=og * ohw,
         geom=geom(c, x[2:], y[2:], kern, st, p, d) if kind != "gemm" else [],
         dx=out.get("data_grad"), dw=out["weight_grad"], db=out.get("bias_grad"), out_channels=o,
-        parallel=int((c * kk * nb if kind == "im2col" else x[0] * c * ohw) >= PARALLEL_MIN_ELEMENTS),
+        parallel=int((c * k * nb if kind == "im2col" else x[0] * c * ohw) >= PARALLEL_MIN_ELEMENTS),
         what=f"{desc}; stride {st} pad {p} dilate {d} groups {g}")
 
 

@@ -126,20 +126,20 @@ def _workspace(a: DeconvAttrs, ins, outs, const=frozenset()) -> int:
     return a.num_filter * prod(a.kernel) * prod(x[2:]) * 4    # columns (O*K, HW) of one image
 
 
-def _lower(a: DeconvAttrs, k):
-    x, y = k.in_type("data").shape, k.out_type(0).shape
+def _lower(a: DeconvAttrs, ctx):
+    x, y = ctx.in_type("data").shape, ctx.out_type(0).shape
     kern, st, p, adj, d, out = geometry(a, x)
     g, c, o = a.num_group, x[1], a.num_filter
-    cg, og, kk, hw, ohw = c // g, o // g, prod(kern), prod(x[2:]), prod(y[2:])
+    cg, og, k, hw, ohw = c // g, o // g, prod(kern), prod(x[2:]), prod(y[2:])
     direct = _direct(a, x)
     return "kernels/deconv2d.c.j2", dict(
-        path="gemm" if direct else "col2im", batch=x[0], groups=g, m=og * kk, n=hw, k=cg,
-        x_img=c * hw, y_img=o * ohw, w_grp=cg * og * kk, b_grp=cg * hw, c_grp=og * kk * hw,
+        path="gemm" if direct else "col2im", batch=x[0], groups=g, m=og * k, n=hw, k=cg,
+        x_img=c * hw, y_img=o * ohw, w_grp=cg * og * k, b_grp=cg * hw, c_grp=og * k * hw,
         # col2im undoes the convolution that maps out (o channels, padded) to data: that conv's geometry
         geom=[] if direct else geom(o, y[2:], x[2:], kern, st, p, d),
-        **per_image_epilogue(k, None if a.no_bias else "bias", o * ohw, ohw),
-        out_rows=o, out_cols=ohw, parallel=int(x[0] * o * ohw * kk >= PARALLEL_MIN_ELEMENTS),
-        what=f"out[n] ({o}, {ohw}) = col2im(weight^T ({o * kk}, {c}) . data[n] ({c}, {hw})); "
+        **per_image_epilogue(ctx, None if a.no_bias else "bias", o * ohw, ohw),
+        out_rows=o, out_cols=ohw, parallel=int(x[0] * o * ohw * k >= PARALLEL_MIN_ELEMENTS),
+        what=f"out[n] ({o}, {ohw}) = col2im(weight^T ({o * k}, {c}) . data[n] ({c}, {hw})); "
              f"kernel {kern} stride {st} pad {p} adj {adj} dilate {d} groups {g}",
     )
 
@@ -171,21 +171,21 @@ def _bwd_infer(a: DeconvBackwardAttrs, s):
     return ([x] if a.data_grad else []) + [w] + ([] if a.no_bias else [(a.num_filter,)])
 
 
-def _bwd_lower(a: DeconvBackwardAttrs, k):
-    x, y = k.in_type("data").shape, k.in_type("ograd").shape
+def _bwd_lower(a: DeconvBackwardAttrs, ctx):
+    x, y = ctx.in_type("data").shape, ctx.in_type("ograd").shape
     kern, st, p, adj, d, out = geometry(a, x)
     g, c, o = a.num_group, x[1], a.num_filter
-    cg, og, kk, hw, ohw = c // g, o // g, prod(kern), prod(x[2:]), prod(y[2:])
+    cg, og, k, hw, ohw = c // g, o // g, prod(kern), prod(x[2:]), prod(y[2:])
     direct = _direct(a, x)
     names = _bwd_outputs(a)
     outv = {n: (f"out{i}" if len(names) > 1 else "out") for i, n in enumerate(names)}
     return "kernels/deconv2d_backward.c.j2", dict(
-        path="gemm" if direct else "im2col", batch=x[0], groups=g, m=cg, n=hw, k=og * kk,
-        x_img=c * hw, y_img=o * ohw, w_grp=cg * og * kk, x_grp=cg * hw, c_grp=og * kk * hw,
+        path="gemm" if direct else "im2col", batch=x[0], groups=g, m=cg, n=hw, k=og * k,
+        x_img=c * hw, y_img=o * ohw, w_grp=cg * og * k, x_grp=cg * hw, c_grp=og * k * hw,
         geom=[] if direct else geom(o, y[2:], x[2:], kern, st, p, d), out_channels=o, ohw=ohw,
         dx=outv.get("data_grad"), dw=outv["weight_grad"], db=outv.get("bias_grad"),
-        parallel=int(x[0] * o * ohw * kk >= PARALLEL_MIN_ELEMENTS),
-        what=f"dcols ({o * kk}, {hw}) = im2col(ograd[n]); ddata_g = weight_g ({cg}, {og * kk}) . dcols_g, "
+        parallel=int(x[0] * o * ohw * k >= PARALLEL_MIN_ELEMENTS),
+        what=f"dcols ({o * k}, {hw}) = im2col(ograd[n]); ddata_g = weight_g ({cg}, {og * k}) . dcols_g, "
              f"dweight_g += data_g . dcols_g^T; kernel {kern} stride {st} pad {p} adj {adj} dilate {d} groups {g}")
 
 

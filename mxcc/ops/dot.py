@@ -63,33 +63,33 @@ def _dot_infer(a: DotAttrs, s):
     return [(m_dims if len(l) > 1 else ()) + (n_dims if len(r) > 1 else ())]
 
 
-def _gemm_vars(m, n, kk, ta, tb, lda, ldb, what, k, *, batched=False) -> dict:
+def _gemm_vars(m, n, k, ta, tb, lda, ldb, what, ctx, *, batched=False) -> dict:
     # a constant rhs (a weight) is packed once at bind time, unless the GEMM takes its small-M path
-    bp = k.packed_input("rhs", gemm_pack_b(kk, n, trans=tb)) if not batched and prepack_pays(m, tb) else None
-    return dict(m=m, n=n, k=kk, trans_a="MXCC_TRANS" if ta else "MXCC_NO_TRANS",
+    bp = ctx.packed_input("rhs", gemm_pack_b(k, n, trans=tb)) if not batched and prepack_pays(m, tb) else None
+    return dict(m=m, n=n, k=k, trans_a="MXCC_TRANS" if ta else "MXCC_NO_TRANS",
                 trans_b="MXCC_TRANS" if tb else "MXCC_NO_TRANS", a="lhs", lda=lda, b="rhs", ldb=ldb,
-                c="out", ldc=n, epilogue=k.gemm_epilogue(bias=None, per_row=False), what=what,
+                c="out", ldc=n, epilogue=ctx.gemm_epilogue(bias=None, per_row=False), what=what,
                 **({} if batched else {"bp": bp, "small_m": small_m_packed(m)}))
 
 
-def _dot_lower(a: DotAttrs, k):
-    l, r = k.in_type("lhs").shape, k.in_type("rhs").shape
+def _dot_lower(a: DotAttrs, ctx):
+    l, r = ctx.in_type("lhs").shape, ctx.in_type("rhs").shape
     if len(l) == 1 and len(r) == 1:
-        m_dims, kk, n_dims = (1,), l[0], (1,)
+        m_dims, k, n_dims = (1,), l[0], (1,)
     else:
-        m_dims, kk, _, n_dims = _split_dot(a, l, r)
+        m_dims, k, _, n_dims = _split_dot(a, l, r)
     m, n = prod(m_dims), prod(n_dims)
     ta, tb = a.transpose_a and len(l) + len(r) > 2, a.transpose_b and len(l) + len(r) > 2
-    what = (f"out[{m},{n}] = lhs{'^T' if ta else ''}[{m},{kk}] . rhs{'^T' if tb else ''}[{kk},{n}]"
+    what = (f"out[{m},{n}] = lhs{'^T' if ta else ''}[{m},{k}] . rhs{'^T' if tb else ''}[{k},{n}]"
             f"  (lhs{list(l)}, rhs{list(r)})")
     # stored row lengths: lhs (M, K) or, transposed, (K, M); rhs (K, N) or, transposed, (N, K)
-    return "kernels/gemm.c.j2", _gemm_vars(m, n, kk, ta, tb, m if ta else kk, kk if tb else n, what, k)
+    return "kernels/gemm.c.j2", _gemm_vars(m, n, k, ta, tb, m if ta else k, k if tb else n, what, ctx)
 
 
 def _dot_flops(a, ins, outs):
     l = ins[0].shape
-    kk = (l[0] if a.transpose_a else l[-1]) if len(l) > 1 else l[0]
-    return 2 * prod(outs[0].shape) * kk
+    k = (l[0] if a.transpose_a else l[-1]) if len(l) > 1 else l[0]
+    return 2 * prod(outs[0].shape) * k
 
 
 DOT = register(OpDef(
@@ -119,15 +119,15 @@ def _batch_infer(a: DotAttrs, s):
     return [l[:-2] + (m, n)]
 
 
-def _batch_lower(a: DotAttrs, k):
-    l, r = k.in_type("lhs").shape, k.in_type("rhs").shape
-    m, kk, _, n = _batch_split(a, l, r)
+def _batch_lower(a: DotAttrs, ctx):
+    l, r = ctx.in_type("lhs").shape, ctx.in_type("rhs").shape
+    m, k, _, n = _batch_split(a, l, r)
     batch = prod(l[:-2])
-    what = (f"for each of {batch} batches: out[{m},{n}] = lhs{'^T' if a.transpose_a else ''}[{m},{kk}] . "
-            f"rhs{'^T' if a.transpose_b else ''}[{kk},{n}]")
+    what = (f"for each of {batch} batches: out[{m},{n}] = lhs{'^T' if a.transpose_a else ''}[{m},{k}] . "
+            f"rhs{'^T' if a.transpose_b else ''}[{k},{n}]")
     return "kernels/batch_gemm.c.j2", dict(
-        batch=batch, stride_a=m * kk, stride_b=kk * n, stride_c=m * n,
-        **_gemm_vars(m, n, kk, a.transpose_a, a.transpose_b, l[-1], r[-1], what, k, batched=True))
+        batch=batch, stride_a=m * k, stride_b=k * n, stride_c=m * n,
+        **_gemm_vars(m, n, k, a.transpose_a, a.transpose_b, l[-1], r[-1], what, ctx, batched=True))
 
 
 def _batch_flops(a, ins, outs):
@@ -174,19 +174,19 @@ def _gemm(c: str, x: tuple[str, tuple, bool], y: tuple[str, tuple, bool]) -> dic
                 m=m, n=n, k=k, a=xn, lda=xc, b=yn, ldb=yc, ldc=n)
 
 
-def _bwd_lower(a: DotBackwardAttrs, k):
-    l, r = k.in_type("lhs").shape, k.in_type("rhs").shape
+def _bwd_lower(a: DotBackwardAttrs, ctx):
+    l, r = ctx.in_type("lhs").shape, ctx.in_type("rhs").shape
     if a.batched:
-        m, kk, _, n = _batch_split(a, l, r)
+        m, k, _, n = _batch_split(a, l, r)
         batch, ta, tb = prod(l[:-2]), a.transpose_a, a.transpose_b
     else:
         if len(l) == 1 and len(r) == 1:
-            m_dims, kk, n_dims = (1,), l[0], (1,)
+            m_dims, k, n_dims = (1,), l[0], (1,)
         else:
-            m_dims, kk, _, n_dims = _split_dot(a, l, r)
+            m_dims, k, _, n_dims = _split_dot(a, l, r)
         m, n, batch = prod(m_dims), prod(n_dims), 1
         ta, tb = a.transpose_a and len(l) + len(r) > 2, a.transpose_b and len(l) + len(r) > 2
-    A, B, dy = ("lhs", (kk, m) if ta else (m, kk)), ("rhs", (n, kk) if tb else (kk, n)), ("ograd", (m, n))
+    A, B, dy = ("lhs", (k, m) if ta else (m, k)), ("rhs", (n, k) if tb else (k, n)), ("ograd", (m, n))
     names = _bwd_outputs(a)
     out = {nm: (f"out{i}" if len(names) > 1 else "out") for i, nm in enumerate(names)}
     gemms = []
@@ -194,15 +194,15 @@ def _bwd_lower(a: DotBackwardAttrs, k):
         gemms.append(_gemm(out["lhs_grad"], (*B, tb), (*dy, True)) if ta else _gemm(out["lhs_grad"], (*dy, False), (*B, not tb)))
     if a.rhs_grad:   # d rhs = op(lhs)^T . dy, or stored transposed dy^T . op(lhs)
         gemms.append(_gemm(out["rhs_grad"], (*dy, True), (*A, ta)) if tb else _gemm(out["rhs_grad"], (*A, not ta), (*dy, False)))
-    strides = dict(lhs=m * kk, rhs=kk * n, ograd=m * n)
-    strides.update({out["lhs_grad"]: m * kk} if a.lhs_grad else {})
-    strides.update({out["rhs_grad"]: kk * n} if a.rhs_grad else {})
+    strides = dict(lhs=m * k, rhs=k * n, ograd=m * n)
+    strides.update({out["lhs_grad"]: m * k} if a.lhs_grad else {})
+    strides.update({out["rhs_grad"]: k * n} if a.rhs_grad else {})
     for gm in gemms:
         gm.update(sa=strides[gm["a"]], sb=strides[gm["b"]], sc=strides[gm["c"]])
     return "kernels/dot_backward.c.j2", dict(
         batch=batch, gemms=gemms,
-        what=f"{'batch_' if a.batched else ''}dot backward: dy ({m}, {n}), lhs{'^T' if ta else ''} ({m}, {kk}), "
-             f"rhs{'^T' if tb else ''} ({kk}, {n}){f', {batch} batch entries' if batch > 1 else ''}")
+        what=f"{'batch_' if a.batched else ''}dot backward: dy ({m}, {n}), lhs{'^T' if ta else ''} ({m}, {k}), "
+             f"rhs{'^T' if tb else ''} ({k}, {n}){f', {batch} batch entries' if batch > 1 else ''}")
 
 
 DOT_BACKWARD = register(OpDef(

@@ -44,8 +44,8 @@ def _infer(a: DropoutAttrs, s):
     return [x, x]
 
 
-def _train_lower(a: DropoutAttrs, k):
-    x = k.in_type("data").shape
+def _train_lower(a: DropoutAttrs, ctx):
+    x = ctx.in_type("data").shape
     shared = {ax % len(x) for ax in a.axes}
     # the draw index: the element's coordinates with the shared axes dropped (stride 0 there)
     draw_shape = tuple(1 if d in shared else n for d, n in enumerate(x))
@@ -60,7 +60,7 @@ def _train_lower(a: DropoutAttrs, k):
                 f"out1[{i}] = m", f"out0[{i}] = data[{i}] * m"]
     what = (f"dropout p={a.p}: out0 = data * mask, mask (out1) = 0 or 1/(1-p) = {scale}"
             + (f", one draw shared along axes {sorted(shared)}" if shared else ""))
-    return "kernels/random_loops.c.j2", dict(stream=rng_stream(k.node), **loops_vars(what, ext, body))
+    return "kernels/random_loops.c.j2", dict(stream=rng_stream(ctx.node), **loops_vars(what, ext, body))
 
 
 def _train_grad(a: DropoutAttrs, g):

@@ -37,8 +37,8 @@ def _infer(a: EmbeddingAttrs, s):
     return [x + (a.output_dim,)]
 
 
-def _lower(a: EmbeddingAttrs, k):
-    n = prod(k.in_type("data").shape)
+def _lower(a: EmbeddingAttrs, ctx):
+    n = prod(ctx.in_type("data").shape)
     return "kernels/embedding.c.j2", dict(n=n, bound=c_float(a.input_dim), last=a.input_dim - 1,
                                           output_dim=a.output_dim,
                                           parallel=n * a.output_dim >= PARALLEL_MIN_ELEMENTS)
@@ -54,8 +54,8 @@ EMBEDDING = register(OpDef(
     fusion=Fusion.INJECTIVE, lower=_lower, grad=_grad, doc=__doc__))
 
 
-def _bwd_lower(a: EmbeddingAttrs, k):
-    n = prod(k.in_type("data").shape)
+def _bwd_lower(a: EmbeddingAttrs, ctx):
+    n = prod(ctx.in_type("data").shape)
     return "kernels/embedding_backward.c.j2", dict(n=n, bound=c_float(a.input_dim), last=a.input_dim - 1,
                                                    output_dim=a.output_dim, rows=a.input_dim)
 

@@ -78,14 +78,14 @@ def _flops(a: FCAttrs, ins, outs):
     return 2 * m * k * a.num_hidden + (0 if a.no_bias else m * a.num_hidden)
 
 
-def _lower(a: FCAttrs, k):
-    m, kk = _mk(a, k.in_type("data").shape)
+def _lower(a: FCAttrs, ctx):
+    m, k = _mk(a, ctx.in_type("data").shape)
     return "kernels/gemm.c.j2", dict(
-        m=m, n=a.num_hidden, k=kk, trans_a="MXCC_NO_TRANS", trans_b="MXCC_TRANS",
-        a="data", lda=kk, b="weight", ldb=kk, c="out", ldc=a.num_hidden, small_m=small_m_packed(m),
-        bp=k.packed_input("weight", gemm_pack_b(kk, a.num_hidden, trans=True)) if prepack_pays(m, True) else None,
-        epilogue=k.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=False, ld_residual=a.num_hidden),
-        what=f"out[{m},{a.num_hidden}] = data[{m},{kk}] . weight[{a.num_hidden},{kk}]^T",
+        m=m, n=a.num_hidden, k=k, trans_a="MXCC_NO_TRANS", trans_b="MXCC_TRANS",
+        a="data", lda=k, b="weight", ldb=k, c="out", ldc=a.num_hidden, small_m=small_m_packed(m),
+        bp=ctx.packed_input("weight", gemm_pack_b(k, a.num_hidden, trans=True)) if prepack_pays(m, True) else None,
+        epilogue=ctx.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=False, ld_residual=a.num_hidden),
+        what=f"out[{m},{a.num_hidden}] = data[{m},{k}] . weight[{a.num_hidden},{k}]^T",
     )
 
 
@@ -125,12 +125,12 @@ def _bwd_flops(a: FCBackwardAttrs, ins, outs):
     return 2 * m * k * a.num_hidden * (2 if a.data_grad else 1) + (0 if a.no_bias else m * a.num_hidden)
 
 
-def _bwd_lower(a: FCBackwardAttrs, k):
-    m, kk = _mk(FCAttrs(a.num_hidden, a.no_bias, a.flatten), k.in_type("data").shape)
+def _bwd_lower(a: FCBackwardAttrs, ctx):
+    m, k = _mk(FCAttrs(a.num_hidden, a.no_bias, a.flatten), ctx.in_type("data").shape)
     names = _bwd_outputs(a)
     out = {n: (f"out{i}" if len(names) > 1 else "out") for i, n in enumerate(names)}
     return "kernels/fc_backward.c.j2", dict(
-        m=m, n=a.num_hidden, k=kk, dx=out.get("data_grad"), dw=out["weight_grad"], db=out.get("bias_grad"))
+        m=m, n=a.num_hidden, k=k, dx=out.get("data_grad"), dw=out["weight_grad"], db=out.get("bias_grad"))
 
 
 FC_BACKWARD = register(OpDef(

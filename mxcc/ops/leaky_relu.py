@@ -66,10 +66,10 @@ def _infer(a: LeakyReLUAttrs, s):
     return [x, x] if a.act_type == "rrelu" else [x]
 
 
-def _lower(a: LeakyReLUAttrs, k):
-    x = k.in_type("data").shape
+def _lower(a: LeakyReLUAttrs, ctx):
+    x = ctx.in_type("data").shape
     if a.act_type == "prelu":
-        g = k.in_type("gamma").shape
+        g = ctx.in_type("gamma").shape
         g_strides = (0,) * len(x) if prod(g) == 1 else broadcast_strides((1, x[1]) + (1,) * (len(x) - 2), x)
         return "kernels/loops.c.j2", elementwise_loop(
             f"prelu: out = data > 0 ? data : gamma * data, gamma{list(g)} per {'tensor' if prod(g) == 1 else 'channel'}",
@@ -121,7 +121,7 @@ class PReLUBackwardAttrs:
     gamma_shape: tuple[int, ...]
 
 
-def _prelu_bwd_lower(a: PReLUBackwardAttrs, k):
+def _prelu_bwd_lower(a: PReLUBackwardAttrs, ctx):
     x, gshape = tuple(a.data_shape), tuple(a.gamma_shape)
     per_channel = prod(gshape) != 1
     target = (1, x[1]) + (1,) * (len(x) - 2) if per_channel else (1,) * len(x)
@@ -143,15 +143,15 @@ PRELU_BACKWARD = register(OpDef(
     flops=lambda a, ins, outs: 2 * prod(ins[0].shape), lower=_prelu_bwd_lower))
 
 
-def _rrelu_train_lower(a: LeakyReLUAttrs, k):
-    n = prod(k.in_type("data").shape)
+def _rrelu_train_lower(a: LeakyReLUAttrs, ctx):
+    n = prod(ctx.in_type("data").shape)
     lo, width = c_float(a.lower_bound), c_float(a.upper_bound - a.lower_bound)
 
     def body(v):
         i = v[0]
         return [f"const float s = {lo} + {width} * mxcc_rng_uniform(key, {i})", f"out1[{i}] = s",
                 f"out0[{i}] = data[{i}] > 0.0f ? data[{i}] : s * data[{i}]"]
-    return "kernels/random_loops.c.j2", dict(stream=rng_stream(k.node), **loops_vars(
+    return "kernels/random_loops.c.j2", dict(stream=rng_stream(ctx.node), **loops_vars(
         f"rrelu in training: slope (out1, the mask) ~ U({a.lower_bound}, {a.upper_bound}) per element, "
         f"out0 = data > 0 ? data : slope * data", (n,), body))
 

@@ -107,8 +107,8 @@ MAKE_LOSS_FN = register(OpDef(
     doc="make_loss: the identity forward (a view); its gradient is ones."))
 
 
-def _make_loss_bwd_lower(a: MakeLossAttrs, k):
-    y = k.in_type("output").shape
+def _make_loss_bwd_lower(a: MakeLossAttrs, ctx):
+    y = ctx.in_type("output").shape
     norm = {"null": 1, "batch": y[0], "valid": None}[a.normalization]
     return "kernels/loss_fill.c.j2", dict(
         n=prod(y), grad_scale=c_float(a.grad_scale), norm=norm, valid_thresh=c_float(a.valid_thresh),

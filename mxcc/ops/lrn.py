@@ -39,8 +39,8 @@ def _infer(a: LRNAttrs, s):
     return [x, x]
 
 
-def _lower(a: LRNAttrs, k):
-    x = k.in_type("data").shape
+def _lower(a: LRNAttrs, ctx):
+    x = ctx.in_type("data").shape
     return "kernels/lrn.c.j2", dict(
         what=f"LRN over {a.nsize} channels, alpha {a.alpha} beta {a.beta} knorm {a.knorm}: data {x}",
         planes=x[0] * x[1], channels=x[1], last=x[1] - 1, hw=prod(x[2:]), half=a.nsize // 2, salpha=c_float(a.alpha / a.nsize),
@@ -56,11 +56,11 @@ LRN = register(OpDef(
                                       beta=a.beta, knorm=a.knorm)[0]}, doc=__doc__))
 
 
-def _bwd_lower(a: LRNAttrs, k):
-    v = _lower(a, k)[1]
+def _bwd_lower(a: LRNAttrs, ctx):
+    v = _lower(a, ctx)[1]
     v["what"] = "backward of " + v["what"]
     v["coef"] = c_float(2.0 * a.alpha * a.beta / a.nsize)
-    v["n"] = prod(k.in_type("data").shape)
+    v["n"] = prod(ctx.in_type("data").shape)
     return "kernels/lrn_backward.c.j2", v
 
 

@@ -114,8 +114,8 @@ def _hw(t: tuple, fill: int) -> tuple:
     return (fill,) * (2 - len(t)) + tuple(t)
 
 
-def _lower(a: PoolAttrs, k):
-    return "kernels/pool2d.c.j2", _pool_vars(a, k.in_type("data").shape)
+def _lower(a: PoolAttrs, ctx):
+    return "kernels/pool2d.c.j2", _pool_vars(a, ctx.in_type("data").shape)
 
 
 def _pool_vars(a: PoolAttrs, x: tuple) -> dict:
@@ -194,7 +194,7 @@ def _bwd_infer(a: PoolBackwardAttrs, s):
     return [tuple(a.data_shape)]
 
 
-def _bwd_lower(a: PoolBackwardAttrs, k):
+def _bwd_lower(a: PoolBackwardAttrs, ctx):
     v = _pool_vars(a, tuple(a.data_shape))
     for key in FORWARD_ONLY:
         del v[key]

@@ -63,8 +63,8 @@ REDUCERS = {
 def _lower(op: str):
     acc_type, init, step, finish = REDUCERS[op]
 
-    def lower(a: ReduceAttrs, k):
-        x = k.in_type("data").shape
+    def lower(a: ReduceAttrs, ctx):
+        x = ctx.in_type("data").shape
         red = set(reduced_axes(a, x))
         st = strides(x)
         kept = [d for d in range(len(x)) if d not in red]
@@ -79,7 +79,7 @@ def _lower(op: str):
         inner, ivars, inner_body = loop_nest(inner_ext, "r", len(body) // 4)
         n = prod(x[d] for d in red)
         x_at = f"data[{index_expr(outer_in + inner_in, ovars + ivars)}]"
-        what = (f"out{list(k.out_type().shape)} = {op}(data{list(x)}) over axes {sorted(red)} "
+        what = (f"out{list(ctx.out_type().shape)} = {op}(data{list(x)}) over axes {sorted(red)} "
                 f"({n} elements each)")
         return "kernels/reduce.c.j2", dict(
             what=what, bare_block=not outer_ext, outer=outer, inner=inner, body_indent=body,
@@ -116,7 +116,7 @@ class ReduceBackwardAttrs:
     data_shape: tuple[int, ...]
 
 
-def _bwd_lower(a: ReduceBackwardAttrs, k):
+def _bwd_lower(a: ReduceBackwardAttrs, ctx):
     x = tuple(a.data_shape)
     kept = tuple(1 if d in a.axis else n for d, n in enumerate(x))     # the result with keepdims
     bst = broadcast_strides(kept, x)

@@ -237,8 +237,8 @@ def _transpose_infer(a, s):
     return [tuple(x[p] for p in _perm(a, x, s))]
 
 
-def _transpose_lower(a, k):
-    x = k.in_type("data").shape
+def _transpose_lower(a, ctx):
+    x = ctx.in_type("data").shape
     perm = _perm(a, x)
     out = tuple(x[p] for p in perm)
     st = strides(x)

@@ -66,8 +66,8 @@ def _split(shape: tuple, ax: int) -> tuple[int, int, int]:
 
 
 def _softmax_lower(log: bool):
-    def lower(a, k):
-        x = k.in_type("data").shape
+    def lower(a, ctx):
+        x = ctx.in_type("data").shape
         outer, n, inner = _split(x, _axis(a, x))
         t = None if a.temperature in (None, 1.0) else c_float(a.temperature)
         return "kernels/softmax.c.j2", _softmax_vars(outer, n, inner, t, log)
@@ -107,8 +107,8 @@ def _so_infer(a: SoftmaxOutputAttrs, s):
     return [x]
 
 
-def _so_lower(a, k):
-    outer, n, inner = _so_axis(a, k.in_type("data").shape)
+def _so_lower(a, ctx):
+    outer, n, inner = _so_axis(a, ctx.in_type("data").shape)
     return "kernels/softmax.c.j2", _softmax_vars(outer, n, inner, None, False)
 
 
@@ -122,8 +122,8 @@ def _so_bwd_infer(a, s):
     return [s.known("output")]
 
 
-def _so_bwd_lower(a: SoftmaxOutputAttrs, k):
-    shape = k.in_type("output").shape
+def _so_bwd_lower(a: SoftmaxOutputAttrs, ctx):
+    shape = ctx.in_type("output").shape
     outer, n, inner = _so_axis(a, shape)
     labels = outer * inner
     # MXNet's normalization (softmax_output-inl.h): null -> 1 (multi_output: positions per sample),
@@ -164,7 +164,7 @@ def _softmax_grad(log: bool, split):
     return grad
 
 
-def _bwd_softmax_lower(a: SoftmaxBackwardAttrs, k):
+def _bwd_softmax_lower(a: SoftmaxBackwardAttrs, ctx):
     v = _softmax_vars(a.outer, a.n, a.inner, None if a.temperature is None else c_float(a.temperature), a.log)
     return "kernels/softmax_backward.c.j2", v
 
@@ -212,8 +212,8 @@ def _sa_infer(a: SoftmaxActivationAttrs, s):
     return [x]
 
 
-def _sa_lower(a: SoftmaxActivationAttrs, k):
-    outer, n, inner = _sa_split(a, k.in_type("data").shape)
+def _sa_lower(a: SoftmaxActivationAttrs, ctx):
+    outer, n, inner = _sa_split(a, ctx.in_type("data").shape)
     return "kernels/softmax.c.j2", _softmax_vars(outer, n, inner, None, False)
 
 

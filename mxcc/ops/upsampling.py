@@ -66,11 +66,11 @@ def _infer(a: UpSamplingAttrs, s):
     return [(first[0], channels, oh, ow)]
 
 
-def _lower(a: UpSamplingAttrs, k):
-    y = k.out_type(0).shape
+def _lower(a: UpSamplingAttrs, ctx):
+    y = ctx.out_type(0).shape
     inputs, off = [], 0
     for i, name in enumerate(_inputs(a)):
-        x = k.in_type(name).shape
+        x = ctx.in_type(name).shape
         inputs.append(dict(name=name, planes=x[0] * x[1], channels=x[1], h=x[2], w=x[3], hw=x[2] * x[3], scale=y[2] // x[2],
                            c_off=off, out_c=y[1], ohw=y[2] * y[3], first=a.multi_input_mode == "concat" or i == 0))
         off += x[1] if a.multi_input_mode == "concat" else 0
@@ -97,8 +97,8 @@ class UpSamplingBackwardAttrs(UpSamplingAttrs):
     in_shapes: tuple[tuple[int, ...], ...] = ()
 
 
-def _bwd_lower(a: UpSamplingBackwardAttrs, k):
-    y = k.in_type("ograd").shape
+def _bwd_lower(a: UpSamplingBackwardAttrs, ctx):
+    y = ctx.in_type("ograd").shape
     names = ["out"] if a.num_args == 1 else [f"out{i}" for i in range(a.num_args)]
     inputs, off = [], 0
     for name, x in zip(names, a.in_shapes):

@@ -3,7 +3,7 @@
 Requires: a bound, typed graph (infer_shapes). Guarantees: new nodes (phase "backward") after the forward
 ones, typed; `graph.grads` maps every variable in `wrt` to the value holding its gradient (summed with
 elemwise_add where it fans out); non-loss heads get a head-gradient input variable `<output>_head_grad`
-(in `graph.inputs`), loss heads (ops with `loss=True`: SoftmaxOutput...) need none, as in MXNet. Inputs that
+(in `graph.inputs`, and with its output in `graph.head_grads`: later stages read that, not the name), loss heads (ops with `loss=True`: SoftmaxOutput...) need none, as in MXNet. Inputs that
 need no gradient (labels, data unless asked) are never differentiated: a rule is asked only for the inputs
 in `g.needs`. Does not: optimize the backward graph (the usual passes run after it) or add the optimizer
 update (codegen emits it from the plan's gradient slots).
@@ -116,6 +116,7 @@ def autodiff(graph: Graph, wrt: list[str]) -> Graph:
             depends.add(n.id)
     contrib: dict[tuple[int, int], list[Ref]] = {}
     inputs = list(graph.inputs)
+    head_grads = []
     for h in graph.heads:
         n = graph.nodes[h.node]
         if n.is_variable or h.node not in depends:
@@ -125,6 +126,7 @@ def autodiff(graph: Graph, wrt: list[str]) -> Graph:
             continue
         v = b.variable(f"{graph.output_name(h)}_head_grad", graph.type_of(h))
         inputs.append(b.nodes[v.node].name)
+        head_grads.append((graph.output_name(h), b.nodes[v.node].name))
         contrib.setdefault(h.key, []).append(v)
     for n in reversed(graph.nodes):
         if n.is_variable or n.id not in depends:
@@ -156,4 +158,4 @@ def autodiff(graph: Graph, wrt: list[str]) -> Graph:
             ref = b.add("_reshape_to", [ref], {"shape": str(b.type_of(ref).shape)}, f"{w}_grad_copy")[0]
         taken.add(ref.key)
         grads.append((w, ref))
-    return replace(graph.with_nodes(b.nodes, inputs=tuple(inputs)), grads=tuple(grads))
+    return replace(graph.with_nodes(b.nodes, inputs=tuple(inputs)), grads=tuple(grads), head_grads=tuple(head_grads))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from mxcc.graph.ir import Graph, Ref
 from mxcc.passes.fold_constants import PREPARE, bind_time_inputs
-from mxcc.plan import BufferSlot, Location, Plan, Slot
+from mxcc.plan import BufferSlot, Location, Plan, Slot, Workspace
 
 ALIGN = 64
 LRU_MAX_BUFFERS = 256   # _least_recently_used's bound (ResNet-50 inference: 55 buffers, 2 ms)
@@ -49,10 +49,14 @@ def host_slots(graph: Graph, state_names: tuple[str, ...] = (), accumulate: froz
                 other_reads.add(r.node)
     label_ids -= other_reads          # a label the backward reads is required (training)
     by_name = {n.name: n for n in graph.variables}
+    head_grad_of = {v: out for out, v in graph.head_grads}
     slots: list[Slot] = []
     for name in graph.inputs:
         n = by_name[name]
-        slots.append(Slot(len(slots), name, "input", n.out_types[0].shape, optional=n.id in label_ids))
+        if name in head_grad_of:
+            slots.append(Slot(len(slots), name, "head_grad", n.out_types[0].shape, output=head_grad_of[name]))
+        else:
+            slots.append(Slot(len(slots), name, "input", n.out_types[0].shape, optional=n.id in label_ids))
     for n in graph.variables:
         if n.name not in graph.inputs:
             slots.append(Slot(len(slots), n.name, "aux" if n.id in aux_ids else "param", n.out_types[0].shape))
@@ -86,7 +90,7 @@ def plan_memory(graph: Graph, enabled: bool = True, state_names: tuple[str, ...]
     folded = tuple(g for g in graph.groups if graph.nodes[g.anchor].phase == PREPARE)
     graph = graph.with_nodes(graph.nodes, groups=tuple(g for g in graph.groups if g not in folded))
     slots = host_slots(graph, state_names, accumulate)
-    slot_of = {s.name: s.index for s in slots if s.kind in ("input", "param", "aux")}
+    slot_of = {s.name: s.index for s in slots if s.kind in ("input", "head_grad", "param", "aux")}
     locations: dict[tuple[int, int], Location] = {}
     for n in graph.variables:
         if n.name in slot_of:
@@ -119,13 +123,17 @@ def plan_memory(graph: Graph, enabled: bool = True, state_names: tuple[str, ...]
             src = _view_source(graph, Ref(n.id, 0))
             if src.key in locations:
                 locations[(n.id, 0)] = locations[src.key]
+    # scratch is keyed (anchor, -1) in here; the Plan gives it its own table
+    sizes = {**dvals, **vals}
+    workspaces = {k[0]: Workspace(locations.pop(k), sizes[k][1], sizes[k][2]) for k in list(locations) if k[1] == -1}
     arena = max((b.offset + _align(b.nbytes) for b in placed), default=0)
     naive = sum(_align(v[1]) for v in vals.values())
     steps = len(graph.groups)
     lower = max((sum(_align(b.nbytes) for b in placed if b.start <= s <= b.end) for s in range(steps)), default=0)
-    return Plan(graph=graph, slots=slots, buffers=tuple(placed), locations=locations, arena_bytes=arena,
-                naive_bytes=naive, lower_bound_bytes=lower, strategy=strategy, inplace=inplace + dinplace,
-                live={k: (v[2], v[3]) for k, v in vals.items()}, folded=folded, derived_buffers=tuple(derived),
+    return Plan(graph=graph, slots=slots, buffers=tuple(placed), locations=locations, workspaces=workspaces,
+                arena_bytes=arena, naive_bytes=naive, lower_bound_bytes=lower, strategy=strategy,
+                inplace=inplace + dinplace, live={k: (v[2], v[3]) for k, v in vals.items() if k[1] >= 0},
+                folded=folded, derived_buffers=tuple(derived),
                 derived_bytes=max((b.offset + _align(b.nbytes) for b in derived), default=0))
 
 

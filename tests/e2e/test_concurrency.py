@@ -1,4 +1,4 @@
-"""One Module called from many Python threads at once (mxcc/module.py: a context per concurrent call, the
+"""One Module called from many Python threads at once (mxcc/runtime/module.py: a context per concurrent call, the
 weights shared): no crash, every result equal to the sequential one, results held by a thread never written
 by another call, set_params between calls atomic, an Executor's calls serialized, the profiler on meanwhile.
 

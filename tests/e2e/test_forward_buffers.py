@@ -1,4 +1,4 @@
-"""Module.forward's buffer reuse (mxcc/module.py): an output array is written again only when its caller has
+"""Module.forward's buffer reuse (mxcc/runtime/module.py): an output array is written again only when its caller has
 dropped it, and an input array passed again is read afresh (its memory is bound once, not copied)."""
 import weakref
 

@@ -10,7 +10,7 @@ import pytest
 
 import mxcc
 from mxcc import sym
-from mxcc.compiler import inspect_network
+from mxcc.compiler.driver import inspect_network
 from mxcc.errors import ShapeError
 from mxcc.options import CompileOptions
 from mxcc_testing import needs_gcc, rel_err

@@ -8,7 +8,7 @@ import numpy as np
 
 import mxcc
 from mxcc import sym
-from mxcc.compiler import inspect_network
+from mxcc.compiler.driver import inspect_network
 from mxcc.options import CompileOptions
 from mxcc_testing import needs_gcc, rel_err
 

@@ -145,7 +145,7 @@ def test_fc_with_residual_add_and_activation_fused_into_the_epilogue(rng):
               "fc_bias": rng.standard_normal(24).astype(np.float32)}
     ref = np.tanh(x.astype(np.float64) @ params["fc_weight"].T + params["fc_bias"] + res)
     fused = mxcc.compile(net, {"data": x.shape, "res": res.shape}, params, out_dir=None)
-    from mxcc.compiler import inspect_network
+    from mxcc.compiler.driver import inspect_network
     from mxcc.options import CompileOptions
     plan = inspect_network(net, {"data": x.shape, "res": res.shape}, CompileOptions())
     assert [g["ops"] for g in plan["groups"]] == [["FullyConnected", "elemwise_add", "tanh"]]

@@ -9,7 +9,7 @@ import pytest
 import mxcc
 from mxcc import sym
 from mxcc.cli import main as cli_main
-from mxcc.compiler import inspect_network
+from mxcc.compiler.driver import inspect_network
 from mxcc.options import CompileOptions
 from mxcc.passes import bind, dce, fold_constants, infer_shapes, remove_dropout, run_pipeline, train_mode
 from mxcc.passes.fold_constants import PREPARE, folded_nodes
@@ -229,7 +229,7 @@ def test_folded_dot_convolution_with_workspace_and_broadcasts(rng, fuse_plan):
     assert {"ab", "gs", "conv", "cs"} <= {grp.name for grp in plan.folded}
     conv_id = next(n.id for n in plan.graph.nodes if n.name == "conv")
     assert not any(b.name == "conv_workspace" for b in plan.buffers)         # scratch of a folded kernel
-    assert (conv_id, -1) not in plan.locations or plan.locations[(conv_id, -1)].derived is not None
+    assert conv_id not in plan.workspaces or plan.workspaces[conv_id].location.derived is not None
     assert [plan.graph.nodes[grp.anchor].name for grp in plan.graph.groups] == ["dy", "y"]
     p = {n: rng.standard_normal(s).astype(np.float32) for n, s in
          (("a", (6, 5)), ("b", (5, 7)), ("img", (1, 3, 8, 8)), ("k", (7, 3, 3, 3)), ("gamma", (7,)), ("s", (7,)))}

@@ -14,9 +14,9 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from mxcc import cli
-from mxcc import perf as mperf
-from mxcc.flamegraph import render_svg
-from mxcc.stacks import (GLUE, PHASES, UNKNOWN, Frame, Kernel, Timeline, attribute, attribute_train, base_name,
+from mxcc.perf import record as mperf
+from mxcc.perf.flamegraph import render_svg
+from mxcc.perf.stacks import (GLUE, PHASES, UNKNOWN, Frame, Kernel, Timeline, attribute, attribute_train, base_name,
                          folded_text, omp_parent, parse_folded, parse_perf_script)
 from mxcc_testing import DATA, needs_gcc
 
@@ -225,12 +225,12 @@ def test_timeline_roundtrip_and_locate():
 
 
 def test_parse_pyspy_raw():
-    raw = ("0x7f6e95e4524a (libc.so.6);<module> (drv.py:5);Module.forward (mxcc/module.py:163);"
+    raw = ("0x7f6e95e4524a (libc.so.6);<module> (drv.py:5);Module.forward (mxcc/runtime/module.py:163);"
            "_cffi_f_mlp_forward (_mxcc_mlp_98f2.c:729);mlp_forward (mlp.c:131);mxcc_prof_end (mxcc_runtime.h:60);"
            "mlp_fullyconnected0 (mlp.c:51);mxcc_gemm_f32 (gemm_f32.c:349);GOMP_parallel (libgomp.so.1.0.0);"
            "mxcc_gemm_f32._omp_fn.0 (gemm_f32.c:347);gemm_loops (gemm_f32.c:224);"
            "mxcc_ukernel_f32_6x16_avx2fma (ukernel_f32_6x16_avx2fma.c:101);_mm256_fmadd_ps (fmaintrin.h:65) 30\n"
-           "0x7f6e95e4524a (libc.so.6);<module> (drv.py:5);Module.forward (mxcc/module.py:163);"
+           "0x7f6e95e4524a (libc.so.6);<module> (drv.py:5);Module.forward (mxcc/runtime/module.py:163);"
            "_cffi_f_mlp_forward (_mxcc_mlp_98f2.c:729);mlp_forward (mlp.c:131);mlp_softmaxoutput0 (mlp.c:90) 5\n"
            "0x7f6e95e4524a (libc.so.6);gc_collect_main (libpython3.11.so.1.0) 12\n")
     s = parse_folded(raw, period=1e6)
@@ -379,7 +379,7 @@ def test_bench_seconds_and_timeline(mlp_dir, tmp_path):
 def test_binaries_are_profilable(mlp_dir):
     """Symbols per layer, debug info, build-ids, and the cached copies perf can go back to."""
     from pathlib import Path
-    from mxcc.build import flags
+    from mxcc.compiler.build import flags
     from mxcc.options import CompileOptions, cache_dir
     fl = flags(CompileOptions())
     for f in ("-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-fno-optimize-sibling-calls"):

@@ -24,7 +24,7 @@ import pytest
 
 import mxcc
 from mxcc import profiler
-from mxcc.profiler_report import Stat, format_table, layer_name
+from mxcc.profiler.report import Stat, format_table, layer_name
 
 ROOT = Path(__file__).resolve().parents[2]
 MLP = ROOT / "tests" / "data" / "models" / "mlp"

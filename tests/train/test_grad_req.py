@@ -8,7 +8,7 @@ import pytest
 
 import mxcc
 from mxcc import sym
-from mxcc.compiler import grad_reqs
+from mxcc.compiler.driver import grad_reqs
 from mxcc.errors import ShapeError
 from mxcc.optimizer import SGD
 from mxcc.passes import bind, infer_shapes

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from mxcc.idx import load_mnist
+from mxcc.train.idx import load_mnist
 from mxcc.io import DataBatch, DataDesc, MNISTIter, NDArrayIter
 from mxcc_testing import DATA, ROOT
 

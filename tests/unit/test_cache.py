@@ -1,4 +1,4 @@
-"""The compile cache heals itself (mxcc.build): damaged entries are rebuilt, killed builds' tmp- folders are
+"""The compile cache heals itself (mxcc.compiler.build): damaged entries are rebuilt, killed builds' tmp- folders are
 swept, and cache failures are one-line BuildErrors.
 
 Independent truth: numpy's x @ W.T + b for the rebuilt modules, files damaged by hand, and the CLI's exit
@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 
 import mxcc
-from mxcc import build as B
-from mxcc.extension import load_extension
+from mxcc.compiler import build as B
+from mxcc.runtime.extension import load_extension
 from mxcc.errors import BuildError
 from mxcc.options import CompileOptions
 from mxcc_testing import DATA, ROOT, needs_gcc

@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from mxcc import symbol as sym  # noqa: E402
-from mxcc.compiler import plan_network  # noqa: E402
+from mxcc.compiler.driver import plan_network  # noqa: E402
 from mxcc.errors import (AttrError, GraphError, IncompleteShapeError, MxccError, ParamsError,  # noqa: E402
                          UnsupportedOpError)
 from mxcc.graph import dump_json, load_json  # noqa: E402

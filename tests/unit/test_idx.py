@@ -1,4 +1,4 @@
-"""mxcc.idx against the real MNIST test set shipped in examples/data/mnist and hand-built IDX files.
+"""mxcc.train.idx against the real MNIST test set shipped in examples/data/mnist and hand-built IDX files.
 
 Independent truth: the published md5 sums (in the shipped README), the published t10k label histogram,
 and IDX files written here with `struct` from the format description (big-endian dims and data).
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mxcc.idx import IdxError, load_mnist, read_idx
+from mxcc.train.idx import IdxError, load_mnist, read_idx
 
 MNIST = Path(__file__).resolve().parents[2] / "examples" / "data" / "mnist"
 # Digits 0..9 in the 10,000 MNIST test labels, as published with the data set.

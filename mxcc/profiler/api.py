@@ -53,9 +53,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mxcc import __version__
+from mxcc._version import __version__
 from mxcc.errors import MxccError
-from mxcc.profiler_report import (PHASES, NetTables, PassState, Stat, format_json, format_table,
+from mxcc.profiler.report import (PHASES, NetTables, PassState, Stat, format_json, format_table,
                                   kernel_stats, metadata_events, named_stats, pass_starts, trace_events,
                                   write_trace)
 

@@ -1,6 +1,6 @@
 """Loading a compiled extension module by path: once per process, and never a crash on a damaged file.
 
-The runtime side of the build (mxcc.module imports it; the compiler does not need it), so that loading a
+The runtime side of the build (mxcc.runtime.module imports it; the compiler does not need it), so that loading a
 compiled directory never imports the compiler.
 """
 from __future__ import annotations

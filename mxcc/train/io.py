@@ -7,7 +7,7 @@ batch reports `pad` = the number of carried samples, as MXNet does). With shuffl
 np.random.RandomState(seed) exactly as MXNet reorders with numpy's global state, so the two agree when
 MXNet runs after np.random.seed(seed). `MNISTIter` reproduces MXNet's C++ MNISTIter: pixels times 1/256,
 short last batch dropped, one shuffle at construction. `DataBatch`/`DataDesc` are MXNet's records.
-Reading the IDX files is mxcc.idx's job; the compiled executor only ever sees the arrays.
+Reading the IDX files is mxcc.train.idx's job; the compiled executor only ever sees the arrays.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from mxcc.idx import read_idx
+from mxcc.train.idx import read_idx
 
 _F32 = np.float32
 LAST_BATCH_HANDLES = ("pad", "discard", "roll_over")

@@ -17,6 +17,7 @@ import json
 import numpy as np
 
 from mxcc.errors import ParamsError
+from mxcc.passes import bind, infer_shapes
 
 _F32 = np.float32
 # (suffix, rule) in MXNet's order; "init" means the initializer's own weight rule.
@@ -218,7 +219,6 @@ def init_params(symbol, shapes: dict, initializer: Initializer | str = "uniform"
     every array with their own rule whatever its name or attributes (so cpp-package/example/mlp_cpu.cpp,
     whose parameters are w0..b2, draws its biases from U(-0.01, 0.01) as well).
     """
-    from mxcc.passes import bind, infer_shapes
     init = create(initializer)
     typed = infer_shapes(bind(symbol.graph), {k: tuple(v) for k, v in shapes.items()})
     var = {n.name: n for n in typed.variables}

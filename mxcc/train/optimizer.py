@@ -25,7 +25,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from mxcc.lr_scheduler import FactorScheduler, LRScheduler, MultiFactorScheduler  # noqa: F401 (re-export)
+from mxcc.train.lr_scheduler import FactorScheduler, LRScheduler, MultiFactorScheduler  # noqa: F401 (re-export)
 
 KINDS = ("sgd", "sgd_mom", "adam")
 STATE_NAMES = {"sgd": (), "sgd_mom": ("mom",), "adam": ("mean", "var")}

@@ -6,7 +6,7 @@ as MXNet's optimizer counts). MXNet's schedulers are stateful: they multiply `ba
 count passes each step. Here the same float multiplications are replayed from the construction-time
 `base_lr`, so the value depends on `num_update` alone and equals MXNet's for every call sequence MXNet
 itself makes (non-decreasing counts); a memo of the last replay keeps long schedules O(1) per call and
-never changes a result. The optimizer (mxcc/optimizer.py) decides when and with which count to ask.
+never changes a result. The optimizer (mxcc/train/optimizer.py) decides when and with which count to ask.
 """
 from __future__ import annotations
 

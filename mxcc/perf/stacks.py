@@ -5,7 +5,7 @@ network's kernels from module.json and, when the benchmark wrote one, its timeli
 [t0, t1) in CLOCK_MONOTONIC ns, the clock `perf record -k CLOCK_MONOTONIC` stamps samples with).
 Output: a `Profile`: canonical folded stacks (`<prog>;<net>_forward;<net>_<node>;...`), per-layer inclusive
 samples and wall time, per-symbol self samples. Pure functions over text and plain data, so every rule is
-unit-tested on canned samples; running perf and writing files is mxcc/perf.py's job.
+unit-tested on canned samples; running perf and writing files is mxcc/perf/record.py's job.
 
 Why a timeline: GCC outlines `#pragma omp parallel` into `<fn>._omp_fn.N`, and libgomp keeps no frame
 pointers, so an OpenMP worker's stack ends in garbage above `mxcc_gemm_f32._omp_fn.0`: it names the runtime

@@ -30,14 +30,13 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import time
 import uuid
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from mxcc import __version__
+from mxcc._version import __version__
 from mxcc.errors import BuildError
 from mxcc.options import CompileOptions, cache_dir
 
@@ -47,7 +46,7 @@ STALE_AFTER_S = 300     # a tmp- folder of a dead pid, untouched this long, is a
 
 def resource_dir(kind: str) -> Path:
     """`templates` or `runtime_c`: shipped as package data (mxcc/_data/) or beside mxcc/ in a checkout."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent          # the mxcc package
     for cand in (here / "_data" / kind, here.parent / kind):
         if cand.is_dir():
             return cand
@@ -265,7 +264,8 @@ def _damage(entry: Path, key: str, need: list[str]) -> str | None:
 
 def _warn(message: str) -> None:
     """warnings.warn pointed at the first caller outside mxcc (skip_file_prefixes needs Python 3.12)."""
-    pkg, frame, level = os.path.dirname(os.path.abspath(__file__)), sys._getframe(1), 2
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))     # the mxcc package
+    frame, level = sys._getframe(1), 2
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(pkg + os.sep):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, RuntimeWarning, stacklevel=level)
@@ -398,29 +398,3 @@ def build(net: str, c_src: str, h_src: str, cdef: str, bench_src: str, opts: Com
              if train_src is not None else []), tmp)
         _publish(tmp, final, key, need, root)
     return Built(final, module, so, bench, key, cached=False)
-
-
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write a file so readers see the old or the new content, never a partial one."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_copy(src: Path, dst: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=Path(dst).parent, prefix=f".{Path(dst).name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        shutil.copy2(src, tmp)
-        os.replace(tmp, dst)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -9,26 +9,28 @@ import json
 import os
 from dataclasses import dataclass
 from dataclasses import replace as dc_replace
-from pathlib import Path
 
 import numpy as np
 
-from mxcc import __version__
-from mxcc.build import atomic_copy, atomic_write, build, resource_dir
+from mxcc._version import __version__
 from mxcc.codegen.cnames import c_ident
 from mxcc.codegen.lower import lower, lower_folded, lower_train_program, lower_updates
 from mxcc.codegen.render import render
+from mxcc.compiler import artifacts
+from mxcc.compiler.build import build, resource_dir
 from mxcc.errors import GraphError, ShapeError, name_list
 from mxcc.graph import Graph, load_json
-from mxcc.module import PARAMS_FILE
 from mxcc.options import CompileOptions
-from mxcc.passes import run_pipeline
+from mxcc.params import load_params, save_params
+from mxcc.passes import bind, dce, infer_shapes, mode_dependent, run_pipeline, trainable
 from mxcc.plan import Location, Plan
-
+from mxcc.runtime.executor import Executor
+from mxcc.runtime.module import Module
+from mxcc.symbol import Symbol
+from mxcc.train.optimizer import SGD
 
 
 def _graph_of(net) -> tuple[Graph, str]:
-    from mxcc.symbol import Symbol
     if isinstance(net, Symbol):
         return net.graph, "<mxcc.sym>"
     if isinstance(net, Graph):
@@ -78,11 +80,10 @@ def plan_network(net, shapes: dict, opts: CompileOptions, log=None, *, wrt=None,
 
 
 def _workspace_json(plan: Plan, anchor) -> dict | None:
-    loc = plan.locations.get((anchor.id, -1))
-    if loc is None:
+    ws = plan.workspaces.get(anchor.id)
+    if ws is None:
         return None
-    b = next(b for b in plan.buffers if b.name == f"{anchor.name}_workspace")
-    return dict(nbytes=b.nbytes, offset=loc.offset, live=[b.start, b.end])
+    return dict(nbytes=ws.nbytes, offset=ws.location.offset, live=[ws.step, ws.step])
 
 
 def _folded_json(plan: Plan, folded_calls) -> list[dict]:
@@ -133,7 +134,7 @@ def plan_to_json(plan: Plan, calls, folded_calls=()) -> dict:
         folded=_folded_json(plan, folded_calls), derived_bytes=plan.derived_bytes,
         kernels=len(g.groups), nodes=sum(1 for n in g.nodes if not n.is_variable), groups=groups,
         slots=[dict(index=s.index, name=s.name, kind=s.kind, shape=list(s.shape), dtype=s.dtype,
-                    optional=s.optional) for s in plan.slots])
+                    optional=s.optional, **({"output": s.output} if s.output else {})) for s in plan.slots])
 
 
 def inspect_network(net, shapes: dict, opts: CompileOptions, name: str | None = None) -> dict:
@@ -153,7 +154,6 @@ def grad_reqs(graph: Graph, shapes: dict, grad_req=None, inputs_need_grad: bool 
     order, or a dict by name (arguments it does not name: 'null'). None: MXNet Module's defaults, 'write' for
     parameters and 'null' for data inputs and labels. `inputs_need_grad` (Module's name) makes the data
     inputs 'write' where grad_req does not name them."""
-    from mxcc.passes import trainable
     params = set(trainable(graph))
     args = [n.name for n in graph.variables if n.name in params or n.name in graph.inputs]
     data = [a for a in args if a in shapes]
@@ -202,9 +202,7 @@ def _training_setup(opts, graph, shapes, optimizer, grad_req, inputs_need_grad) 
         if grad_req is not None or inputs_need_grad:
             raise TypeError("grad_req= and inputs_need_grad= need train=True")
         return TrainingSetup(None, None, frozenset())
-    from mxcc.passes import bind, dce, infer_shapes
     if optimizer is None:
-        from mxcc.optimizer import SGD
         optimizer = SGD(learning_rate=0.01)
     checked = _check_shapes(shapes)
     typed = infer_shapes(bind(graph), checked)
@@ -236,10 +234,13 @@ def _moved(plan: Plan, train: Plan, base: int, output_kind: str = "output") -> P
     slot_map = {s.index: index[(s.kind, s.name)] for s in plan.slots if s.kind != "output"}
     slot_map.update(zip([s.index for s in plan.slots if s.kind == "output"],
                         [s.index for s in train.slots if s.kind == output_kind]))
-    locations = {k: Location(slot=slot_map[loc.slot]) if loc.slot is not None
-                 else loc if loc.derived is not None else Location(offset=base + loc.offset)
-                 for k, loc in plan.locations.items()}
-    return dc_replace(plan, slots=train.slots, locations=locations, arena_bytes=base + plan.arena_bytes,
+    def moved(loc: Location) -> Location:
+        return (Location(slot=slot_map[loc.slot]) if loc.slot is not None
+                else loc if loc.derived is not None else Location(offset=base + loc.offset))
+
+    return dc_replace(plan, slots=train.slots, locations={k: moved(loc) for k, loc in plan.locations.items()},
+                      workspaces={k: dc_replace(w, location=moved(w.location)) for k, w in plan.workspaces.items()},
+                      arena_bytes=base + plan.arena_bytes,
                       buffers=tuple(dc_replace(b, offset=base + b.offset) for b in plan.buffers))
 
 
@@ -258,7 +259,6 @@ def _inference_variant(net, shapes, opts, train: Plan, name: str, first_index: i
       nothing for it. Both use the same range of the arena, one at a time.
 
     None when the forward is the same in both modes."""
-    from mxcc.passes import bind, mode_dependent
     if not opts.is_train or not mode_dependent(bind(_graph_of(net)[0])):
         return None
     base = (train.arena_bytes + 63) // 64 * 64
@@ -281,23 +281,46 @@ def _inference_variant(net, shapes, opts, train: Plan, name: str, first_index: i
     calls = [dc_replace(c, phase="infer", node_index=first_index + i) for i, c in enumerate(forward)]
     calls += [dc_replace(c, phase="infer_backward", node_index=first_index + len(forward) + i)
               for i, c in enumerate(backward)]
-    kernels = [dict(name=g["name"], function=g["function"], members=g["members"], ops=g["ops"], flops=g["flops"],
-                    inputs=[i["shape"] for i in g["inputs"]], outputs=[o["shape"] for o in g["outputs"]],
-                    bytes=sum(o["nbytes"] for o in g["outputs"]) + sum(4 * _prod(i["shape"]) for i in g["inputs"]),
-                    live=[], phase=c.phase) for c in calls for g in [groups[c.fn]]]
+    kernels = _kernel_records([groups[c.fn] for c in calls], calls, live=False)
     return InferenceVariant(calls[:len(forward)], calls[len(forward):],
                             max(infer.arena_bytes, grad.arena_bytes), kernels, lower_folded(infer, f"{name}_infer"),
                             infer.derived_bytes, train.slots)
 
 
-def _module_class(opts):
-    from mxcc.executor import Executor
-    from mxcc.module import Module
-    return Executor if opts.train else Module
+def _options_line(opts: CompileOptions, optimizer) -> str:
+    """The generated C's `options:` header line."""
+    return (f"fuse={'on' if opts.fuse else 'off'} plan={'on' if opts.plan else 'off'} isa={opts.isa} "
+            f"profile={'on' if opts.profile else 'off'}" + (f" train={optimizer.kind}" if opts.train else "")
+            + ("" if opts.fold else " fold=off") + ("" if opts.schedule else " schedule=off"))   # fold on: the
+    # header's "folded" line says what
 
 
-def _train_kw(opts, optimizer) -> dict:
-    return {"optimizer": optimizer} if opts.train else {}
+def _kernel_records(groups: list[dict], calls, live: bool = True) -> list[dict]:
+    """module.json's kernel table (index = the profiler event's `kernel`): plan.json groups and their calls;
+    `live`: with the live ranges of their outputs (the profiler's memory track covers the main plan only)."""
+    return [dict(name=g["name"], function=g["function"], members=g["members"], ops=g["ops"], flops=g["flops"],
+                 inputs=[i["shape"] for i in g["inputs"]], outputs=[o["shape"] for o in g["outputs"]],
+                 bytes=sum(o["nbytes"] for o in g["outputs"]) + sum(4 * _prod(i["shape"]) for i in g["inputs"]),
+                 live=[o["live"] for o in g["outputs"]] if live else [], phase=c.phase)
+            for g, c in zip(groups, calls)]
+
+
+def _module_meta(name: str, source: str, opts: CompileOptions, built, pj: dict, plan: Plan, calls, updates,
+                 infer, optimizer, train_program: bool) -> dict:
+    """module.json: what the runtime and the profiler need to load and describe the build."""
+    return dict(name=name, module=built.module, so=built.so.name, bench=built.bench.name, key=built.key,
+                train_program=f"{name}_train" if train_program else None,
+                mxcc_version=__version__, source=source, profile=opts.profile, slots=pj["slots"],
+                arena_bytes=pj["arena_bytes"], lower_bound_bytes=pj["lower_bound_bytes"],
+                # the arena's buffers (in-place chains merged, workspaces included): the profiler's memory track
+                buffers=[dict(name=b.name, offset=b.offset, nbytes=b.nbytes, live=[b.start, b.end])
+                         for b in plan.buffers],
+                kernels=_kernel_records(pj["groups"], calls)
+                + [dict(name=f"update:{u.param}", function=u.fn, members=[u.param], ops=[f"{optimizer.kind}_update"],
+                        flops=4 * u.n, inputs=[], outputs=[], bytes=12 * u.n, live=[], phase="update")
+                   for u in updates or []]
+                + (infer.kernels if infer else []),
+                train=opts.train)
 
 
 def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = None, threads: int | None = None,
@@ -305,20 +328,21 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
     """Compile `net` (a Symbol, or a path to MXNet symbol JSON) for the given input shapes.
 
     `params`: a dict of arrays (`arg:`/`aux:` prefixes allowed) or a `.params`/`.npz` path, bound to the
-    returned Module. `out_dir`: also write the sources, plan, binaries and params there (for `mxcc.load`).
-    `options`: CompileOptions fields (fuse, plan, isa, profile, train, ...). sanitize=True builds the
-    executables with AddressSanitizer/UBSan and returns the output directory instead of a Module. With train=True the result is
-    an Executor (forward/backward/update/step) whose update is `optimizer` (default SGD(learning_rate=0.01)).
-    `grad_req` is MXNet's (simple_bind): 'write', 'add' or 'null' for every argument, a list in argument order
-    or a dict by name (see grad_reqs; default: parameters 'write', data inputs and labels 'null'), and
-    `inputs_need_grad=True` (MXNet Module's name) makes the data inputs 'write'. Its forward(is_train=True)
-    runs in training mode (BatchNorm batch statistics, Dropout masks; passes/train_mode.py) and its
-    forward(is_train=False) in inference mode (see _inference_variant); backward() differentiates the
-    function the last forward computed, as MXNet's does. The option is_train=False compiles the inference
-    function only (both forwards then compute it).
+    returned Module. `out_dir`: also write the sources, plan, binaries and params there (for `mxcc.load`;
+    compiler/artifacts.py). `options`: CompileOptions fields (fuse, plan, isa, profile, train, poison, ...).
+    sanitize=True builds the executables with AddressSanitizer/UBSan and returns the output directory instead
+    of a Module. With train=True the result is an Executor (forward/backward/update/step) whose update is
+    `optimizer` (default SGD(learning_rate=0.01)). `grad_req` is MXNet's (simple_bind): 'write', 'add' or 'null'
+    for every argument, a list in argument order or a dict by name (see grad_reqs; default: parameters 'write',
+    data inputs and labels 'null'), and `inputs_need_grad=True` (MXNet Module's name) makes the data inputs
+    'write'. Its forward(is_train=True) runs in training mode (BatchNorm batch statistics, Dropout masks;
+    passes/train_mode.py) and its forward(is_train=False) in inference mode (see _inference_variant);
+    backward() differentiates the function the last forward computed, as MXNet's does. The option
+    is_train=False compiles the inference function only (both forwards then compute it).
     """
-    from mxcc.params import load_params
     opts = CompileOptions.from_env(**options)
+    if opts.sanitize and out_dir is None:
+        raise TypeError("sanitize=True builds executables to run outside Python: give out_dir=")
     graph, source = _graph_of(net)
     setup = _training_setup(opts, graph, shapes, optimizer, grad_req, inputs_need_grad)
     optimizer = setup.optimizer
@@ -336,61 +360,29 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
         if infer:           # one arena holds both; the variant adds slots
             plan = dc_replace(plan, arena_bytes=infer.arena_bytes, slots=infer.slots)
     src = render(plan, calls, name, template_dir=str(resource_dir("templates")), source=source,
-                 options=f"fuse={'on' if opts.fuse else 'off'} plan={'on' if opts.plan else 'off'} "
-                         f"isa={opts.isa} profile={'on' if opts.profile else 'off'}"
-                         + (f" train={optimizer.kind}" if opts.train else "")
-                         # on: the header's "folded" line says what
-                         + ("" if opts.fold else " fold=off") + ("" if opts.schedule else " schedule=off"),
+                 options=_options_line(opts, optimizer),
                  profile=opts.profile, poison=opts.poison, updates=updates, train_program=train_program,
                  optimizer=optimizer.kind if optimizer else "", infer_calls=infer.calls if infer else None,
                  infer_backward=infer.backward if infer else None, train_arena_bytes=train_arena,
                  random=any(n.opdef.random for n in plan.graph.nodes if not n.is_variable),
                  folded=folded + (infer.folded if infer else []),
                  folded_bytes=max(plan.derived_bytes, infer.derived_bytes if infer else 0))
-    plan_json = json.dumps(plan_to_json(plan, calls, folded), indent=1)
+    pj = plan_to_json(plan, calls, folded)
     built = build(name, src.c, src.h, src.cdef, src.bench, opts, train_src=src.train)
-    pj = json.loads(plan_json)
-    meta = dict(name=name, module=built.module, so=built.so.name, bench=built.bench.name, key=built.key,
-                train_program=f"{name}_train" if src.train else None,
-                mxcc_version=__version__, source=source, profile=opts.profile, slots=pj["slots"],
-                arena_bytes=pj["arena_bytes"], lower_bound_bytes=pj["lower_bound_bytes"],
-                # the arena's buffers (in-place chains merged, workspaces included): the profiler's memory track
-                buffers=[dict(name=b.name, offset=b.offset, nbytes=b.nbytes, live=[b.start, b.end])
-                         for b in plan.buffers],
-                kernels=[dict(name=g["name"], function=g["function"], members=g["members"], ops=g["ops"],
-                              flops=g["flops"], inputs=[i["shape"] for i in g["inputs"]],
-                              outputs=[o["shape"] for o in g["outputs"]],
-                              bytes=sum(o["nbytes"] for o in g["outputs"]) + sum(
-                                  4 * _prod(i["shape"]) for i in g["inputs"]),
-                              live=[o["live"] for o in g["outputs"]], phase=c.phase)
-                         for g, c in zip(pj["groups"], calls)]
-                + [dict(name=f"update:{u.param}", function=u.fn, members=[u.param], ops=[f"{optimizer.kind}_update"],
-                        flops=4 * u.n, inputs=[], outputs=[], bytes=12 * u.n, live=[], phase="update")
-                   for u in updates or []]
-                + (infer.kernels if infer else []),
-                train=opts.train)
+    meta = _module_meta(name, source, opts, built, pj, plan, calls, updates, infer, optimizer, bool(src.train))
     if isinstance(params, (str, os.PathLike)):
         params = load_params(params)
-    if opts.sanitize and out_dir is None:
-        raise TypeError("sanitize=True builds executables to run outside Python: give out_dir=")
+    cls = Executor if opts.train else Module
+    kw = {"optimizer": optimizer} if opts.train else {}
+    directory = built.dir
     if out_dir is not None:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        for fname, text in ((f"{name}.c", src.c), (f"{name}.h", src.h), ("plan.json", plan_json)):
-            atomic_write(out / fname, text)
-        atomic_copy(built.so, out / built.so.name)
-        atomic_copy(built.bench, out / built.bench.name)
-        if src.train:
-            atomic_copy(built.dir / f"{name}_train", out / f"{name}_train")
-        if params is not None:
-            from mxcc.params import save_params
-            save_params(out / PARAMS_FILE, {k: np.asarray(v) for k, v in params.items()})
-        atomic_write(out / "module.json", json.dumps(meta, indent=1))   # last: marks the directory complete
+        directory = artifacts.write_directory(
+            out_dir, {f"{name}.c": src.c, f"{name}.h": src.h, artifacts.PLAN_JSON: json.dumps(pj, indent=1)},
+            [built.so, built.bench] + ([built.dir / f"{name}_train"] if src.train else []), meta,
+            None if params is None else lambda path: save_params(path, {k: np.asarray(v) for k, v in params.items()}))
         if opts.sanitize:       # an ASan-instrumented extension cannot load into a plain Python
-            return out
-        mod = _module_class(opts)(out, meta, threads=threads, **_train_kw(opts, optimizer))
-    else:
-        mod = _module_class(opts)(built.dir, meta, threads=threads, **_train_kw(opts, optimizer))
+            return directory
+    mod = cls(directory, meta, threads=threads, **kw)
     mod.cached = built.cached
     if params is not None:
         mod.set_params(params)

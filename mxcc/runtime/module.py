@@ -16,7 +16,6 @@ contexts share. While mxcc.profiler records, calls run one at a time on the firs
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 import threading
@@ -24,12 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from mxcc import profiler
-from mxcc.errors import BuildError, ParamsError, ShapeError, name_list
-from mxcc.extension import load_extension
+from mxcc.compiler.artifacts import params_file, read_meta
+from mxcc.profiler import api as profiler
+from mxcc.errors import ParamsError, ShapeError, name_list
+from mxcc.params import load_params, split_arg_aux
+from mxcc.runtime.extension import load_extension
 
 _F32 = np.dtype(np.float32)
-PARAMS_FILE = "params.params"     # the params a compiled directory carries (mxcc.compile(..., out_dir=...))
 _EXACT_INT = 1 << 24              # integers up to this magnitude are exact in float32
 
 
@@ -221,7 +221,6 @@ class Module:
 
         Every array is checked by name and shape and stored as a C-contiguous float32 copy owned here.
         Waits for calls running in other threads; calls made meanwhile start after it."""
-        from mxcc.params import load_params, split_arg_aux
         if isinstance(params, (str, os.PathLike)):
             params = load_params(params)
         if not hasattr(params, "items"):
@@ -398,17 +397,11 @@ class Module:
 
 
 def load(directory) -> Module:
-    """Load a module written by `mxcc compile -o DIR` / `mxcc.compile(..., out_dir=DIR)`."""
-    d = Path(directory)
-    try:
-        meta = json.loads((d / "module.json").read_text())
-    except FileNotFoundError:
-        raise BuildError(f"{d} is not a compiled mxcc module (no module.json); create it with `mxcc compile`") from None
-    except (OSError, ValueError) as e:
-        raise BuildError(f"cannot read {d / 'module.json'}: {e} (compile the network again)") from None
-    mod = Module(d, meta)
-    if (d / PARAMS_FILE).exists():
-        mod.set_params(d / PARAMS_FILE)
+    """Load a module written by `mxcc compile -o DIR` / `mxcc.compile(..., out_dir=DIR)`, with its params."""
+    mod = Module(directory, read_meta(directory))
+    params = params_file(directory)
+    if params is not None:
+        mod.set_params(params)
     return mod
 
 

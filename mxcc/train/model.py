@@ -11,7 +11,10 @@ import os
 
 import numpy as np
 
+import mxcc.symbol as sym
 from mxcc.params import join_arg_aux, load_params as _load_file, save_params, split_arg_aux
+from mxcc.train import metric as metric_mod
+from mxcc.train.callback import cpp_epoch_line
 
 
 def symbol_path(prefix: str | os.PathLike) -> str:
@@ -40,7 +43,6 @@ def load_params(prefix: str | os.PathLike, epoch: int) -> tuple[dict, dict]:
 
 def load_checkpoint(prefix: str | os.PathLike, epoch: int):
     """(symbol, arg_params, aux_params) from `prefix-symbol.json` and `prefix-%04d.params`."""
-    from mxcc import symbol as sym
     symbol = sym.load(symbol_path(prefix))
     arg_params, aux_params = load_params(prefix, epoch)
     return symbol, arg_params, aux_params
@@ -55,8 +57,6 @@ def fit(exe, train_iter, eval_iter=None, num_epoch: int = 1, eval_metric="acc", 
     """
     import sys
     import time
-    from mxcc import metric as metric_mod
-    from mxcc.callback import cpp_epoch_line
     data_name = data_name or train_iter.provide_data[0][0]
     label_name = label_name or train_iter.provide_label[0][0]
     metric = metric_mod.create(eval_metric)

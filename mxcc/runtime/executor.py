@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from mxcc.errors import ShapeError, name_list
-from mxcc.module import _F32, Module
+from mxcc.runtime.module import _F32, Module
 
 HYPER_KEYS = ("lr", "wd", "momentum", "rescale_grad", "clip_gradient", "beta1", "beta2", "epsilon")
 
@@ -47,8 +47,8 @@ class Executor(Module):
         self._fresh_grads = {s["name"]: self._bind_new(s) for s in slots if s["kind"] == "grad_fresh"}
         # the outputs <net>_backward_infer recomputes (self.outputs keep the inference forward's)
         self._recomputed = [self._bind_new(s) for s in slots if s["kind"] == "recomputed_output"]
-        self._head_grads = [s for s in slots if s["kind"] == "input" and s["name"].endswith("_head_grad")]
-        self._data_inputs = [s for s in self._inputs if not s[0].endswith("_head_grad")]
+        self._head_grads = [s for s in slots if s["kind"] == "head_grad"]    # in output order
+        self._data_inputs = self._inputs
         self._bound_inputs: dict[str, np.ndarray] = {}
 
     def _bind_new(self, slot: dict) -> np.ndarray:
@@ -120,7 +120,7 @@ class Executor(Module):
         if self._head_grads:
             if out_grads is None:
                 raise ShapeError(f"backward needs out_grads for the outputs that are not loss heads: "
-                                 f"{[s['name'][:-len('_head_grad')] for s in self._head_grads]}")
+                                 f"{[s['output'] for s in self._head_grads]}")
             grads = [out_grads] if isinstance(out_grads, np.ndarray) else list(out_grads)
             if len(grads) != len(self._head_grads):
                 raise ShapeError(f"got {len(grads)} out_grads, expected {len(self._head_grads)}")

@@ -6,8 +6,8 @@
 DIR is what `mxcc compile -o DIR` wrote (module.json, `<net>_bench`). Into OUT (default DIR/perf/) go
 `perf.data`, `timeline.bin` (the bench's kernel intervals), `stacks.folded`, `flame.svg` and `layers.txt`;
 `--stat` writes `stat.txt` instead (perf stat counters), `--py` samples a Python process that calls the module
-with py-spy (`pyspy.raw`) instead of running perf. Parsing and attribution are in mxcc.stacks, the SVG in
-mxcc.flamegraph; this module runs the tools, turns their failures into one-line errors and writes the report.
+with py-spy (`pyspy.raw`) instead of running perf. Parsing and attribution are in mxcc.perf.stacks, the SVG in
+mxcc.perf.flamegraph; this module runs the tools, turns their failures into one-line errors and writes the report.
 `--train` runs the standalone training program `<net>_train` (compiled with train=True) instead, on MNIST by
 default, and the report adds where the time goes between data loading, forward, backward and update.
 """
@@ -24,9 +24,12 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from mxcc.compiler.artifacts import params_file
 from mxcc.errors import MxccError
-from mxcc.flamegraph import render_svg
-from mxcc.stacks import (GLUE, PHASES, UNKNOWN, Profile, Timeline, attribute, attribute_train, folded_text,
+from mxcc.runtime.module import load
+from mxcc.files import atomic_write
+from mxcc.perf.flamegraph import render_svg
+from mxcc.perf.stacks import (GLUE, PHASES, UNKNOWN, Profile, Timeline, attribute, attribute_train, folded_text,
                          kernels_from_meta, parse_folded, parse_perf_script)
 
 FREQ = 999            # Hz: not a multiple of common timer ticks, so samples do not lock onto periodic work
@@ -178,7 +181,7 @@ def record(directory, *, iters: int | None = None, seconds: float | None = None,
 
 def mnist_files() -> tuple[Path, Path]:
     """The MNIST test split shipped with mxcc (examples/data/mnist, next to the package or in the repo)."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent          # the mxcc package
     for d in (here.parent / "examples" / "data" / "mnist", here / "examples" / "data" / "mnist",
               Path.cwd() / "examples" / "data" / "mnist"):
         im, lb = d / "t10k-images-idx3-ubyte.gz", d / "t10k-labels-idx1-ubyte.gz"
@@ -235,7 +238,6 @@ def record_train(directory, *, epochs: int | None = None, images=None, labels=No
     run = Run("perf", " ".join(_shown(cmd)), steps, us, threads or os.cpu_count() or 1, wall, freq, call_graph)
     prof = attribute_train(parse_perf_script(script), kernels_from_meta(meta), meta["name"], timeline,
                            root=exe.name)
-    from mxcc.build import atomic_write
     atomic_write(o / "stacks.folded", folded_text(prof.folded))
     sub = (f"perf, {prof.total:,.0f} samples at {freq} Hz, {epochs} epoch(s), last "
            f"{rate:,.0f} samples/sec, accuracy {float(epochs_seen[-1][2]):.3f}")
@@ -335,13 +337,13 @@ def record_python(directory, *, iters: int | None = None, seconds: float | None 
     meta = load_meta(directory)
     o = _out_dir(directory, out)
     raw = o / "pyspy.raw"
-    driver = [sys.executable, "-c", "import sys; from mxcc.perf import drive; drive(*sys.argv[1:])",
+    driver = [sys.executable, "-c", "import sys; from mxcc.perf.record import drive; drive(*sys.argv[1:])",
               str(Path(directory).resolve()), str(iters or 0), str(0 if iters else seconds or DEFAULT_SECONDS),
               str(threads or 0), str(warmup)]
     cmd = [pyspy, "record", "--native", "--format", "raw", "--rate", str(freq), "--output", str(raw), "--",
            *driver]
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent.parent),
                                                       env.get("PYTHONPATH")]))
     t = time.perf_counter()
     # NOTE: py-spy 0.4 sometimes never returns after its child exits (the child stays a zombie): bound it
@@ -358,7 +360,7 @@ def record_python(directory, *, iters: int | None = None, seconds: float | None 
                             "`sysctl kernel.yama.ptrace_scope=0`")
         raise _tool_failure("py-spy record", proc)
     forwards, us, nthreads = _bench_result(proc, "py-spy record", warmup)
-    shown = " ".join(_shown(cmd[:cmd.index("--") + 1]) + ["python", "-c", "'mxcc.perf.drive(...)'"] + driver[3:])
+    shown = " ".join(_shown(cmd[:cmd.index("--") + 1]) + ["python", "-c", "'mxcc.perf.record.drive(...)'"] + driver[3:])
     run = Run("py-spy", shown, forwards, us, nthreads, wall, freq, "native via py-spy, Python thread only")
     prof = attribute(parse_folded(raw.read_text(), period=1e9 / freq), kernels_from_meta(meta), meta["name"],
                      None, root="python")
@@ -369,14 +371,12 @@ def record_python(directory, *, iters: int | None = None, seconds: float | None 
 def drive(directory, iters="0", seconds="0", threads="0", warmup=str(WARMUP)) -> None:
     """The Python process `--py` samples: load DIR, bind random inputs, run forwards, print the bench line."""
     import numpy as np
-    from mxcc.module import PARAMS_FILE
-    from mxcc.module import load
     iters, seconds, threads, warmup = int(iters), float(seconds), int(threads), int(warmup)
     mod = load(directory)
     if threads:
         mod.set_num_threads(threads)
     rng = np.random.default_rng(0)
-    if not (Path(directory) / PARAMS_FILE).exists():
+    if params_file(directory) is None:
         mod.set_params({n: rng.uniform(-0.5, 0.5, s).astype(np.float32) for n, s in mod.param_shapes.items()})
     inputs = {s["name"]: rng.uniform(-0.5, 0.5, s["shape"]).astype(np.float32)
               for s in mod.meta["slots"] if s["kind"] == "input" and not s["optional"]}
@@ -471,7 +471,6 @@ def _shown(cmd: list[str]) -> list[str]:
 
 
 def write_report(o: Path, prof: Profile, run: Run, meta: dict) -> None:
-    from mxcc.build import atomic_write
     folded = folded_text(prof.folded)
     atomic_write(o / "stacks.folded", folded)
     sub = (f"{run.tool}, {prof.total:,.0f} samples at {run.freq} Hz, {run.threads} threads, "
@@ -502,7 +501,6 @@ def stat(directory, *, iters: int | None = None, seconds: float | None = None, t
     counters = parse_stat_csv(csv.read_text())
     flops = sum(k["flops"] for k in meta.get("kernels", []) if k.get("phase", "forward") == "forward")
     text = format_stat(counters, wall, forwards, us, nthreads, flops, _shown(cmd))
-    from mxcc.build import atomic_write
     atomic_write(o / "stat.txt", text)
     return text, o
 

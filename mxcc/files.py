@@ -1,0 +1,53 @@
+"""Files written so that nothing is lost: a reader sees the old content or the complete new one, never a part.
+
+Every file mxcc writes for a user or into its cache goes through here: write to a temporary file in the same
+folder, flush and fsync, then rename over the target (atomic on POSIX). A new file gets the target's mode
+(0644 if it does not exist yet), not mkstemp's 0600.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable, Union
+
+Content = Union[bytes, str, Callable]    # the bytes, text (UTF-8), or a function writing to a binary file
+
+
+def atomic_write(path, content: Content) -> None:
+    """Write `content` to `path` atomically. OSError propagates (the temporary file is removed)."""
+    target = Path(path)
+    mode = target.stat().st_mode & 0o777 if target.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if callable(content):
+                content(f)
+            else:
+                f.write(content.encode() if isinstance(content, str) else content)
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def atomic_copy(src, dst) -> None:
+    """Copy `src` to `dst` atomically (with src's mode: executables stay executable)."""
+    fd, tmp = tempfile.mkstemp(dir=Path(dst).parent, prefix=f".{Path(dst).name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        shutil.copy2(src, tmp)
+        os.replace(tmp, dst)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
