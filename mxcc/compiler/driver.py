@@ -67,11 +67,12 @@ def _check_shapes(shapes) -> dict[str, tuple]:
     return out
 
 
-def plan_network(net, shapes: dict, opts: CompileOptions, log=None, *, wrt=None,
-                 state_names: tuple[str, ...] = (), accumulate: frozenset = frozenset()) -> tuple[Plan, str]:
+def plan_network(net, shapes: dict, opts: CompileOptions, log=None, *, wrt=None, state_names: tuple[str, ...] = (),
+                 accumulate: frozenset = frozenset(), typed: bool = False) -> tuple[Plan, str]:
+    """The pipeline's Plan for `net` (`typed`: a Graph already typed for `shapes`) and a name of its source."""
     graph, source = _graph_of(net)
     plan = run_pipeline(graph, _check_shapes(shapes), opts, log=log, wrt=wrt, state_names=state_names,
-                        accumulate=accumulate)
+                        accumulate=accumulate, typed=typed)
     for s, h in zip(plan.slots_of("output"), plan.graph.heads):
         if plan.graph.nodes[h.node].is_variable:
             raise GraphError(f"graph output {s.name!r} is the variable itself, nothing computes it",
@@ -189,6 +190,7 @@ def grad_reqs(graph: Graph, shapes: dict, grad_req=None, inputs_need_grad: bool 
 class TrainingSetup:
     """What a training compile differentiates, and how each gradient is stored."""
     optimizer: object
+    typed: Graph | None           # the graph bound and typed for the shapes (the passes start from it)
     wrt: list                     # variables that get a gradient (grad_req not 'null'), in argument order
     accumulate: frozenset         # those whose gradient is added to their array (grad_req 'add')
     state_names: tuple = ()       # the optimizer's per-parameter states
@@ -201,14 +203,14 @@ def _training_setup(opts, graph, shapes, optimizer, grad_req, inputs_need_grad) 
             raise TypeError("optimizer= needs train=True")
         if grad_req is not None or inputs_need_grad:
             raise TypeError("grad_req= and inputs_need_grad= need train=True")
-        return TrainingSetup(None, None, frozenset())
+        return TrainingSetup(None, None, None, frozenset())
     if optimizer is None:
         optimizer = SGD(learning_rate=0.01)
     checked = _check_shapes(shapes)
     typed = infer_shapes(bind(graph), checked)
     req = grad_reqs(typed, checked, grad_req, inputs_need_grad)
     read = {n.name for n in dce(typed).variables}          # variables nothing reads get no gradient
-    return TrainingSetup(optimizer, [a for a, r in req.items() if r != "null" and a in read],
+    return TrainingSetup(optimizer, typed, [a for a, r in req.items() if r != "null" and a in read],
                          frozenset(a for a, r in req.items() if r == "add" and a in read),
                          tuple(optimizer.state_names))
 
@@ -259,17 +261,17 @@ def _inference_variant(net, shapes, opts, train: Plan, name: str, first_index: i
       nothing for it. Both use the same range of the arena, one at a time.
 
     None when the forward is the same in both modes."""
-    if not opts.is_train or not mode_dependent(bind(_graph_of(net)[0])):
+    if not opts.is_train or not mode_dependent(setup.typed):
         return None
     base = (train.arena_bytes + 63) // 64 * 64
-    infer = _moved(plan_network(net, shapes, dc_replace(opts, train=False))[0], train, base)
+    infer = _moved(plan_network(setup.typed, shapes, dc_replace(opts, train=False), typed=True)[0], train, base)
     # the outputs the gradient's forward recomputes go to slots of their own: the caller holds the inference
     # forward's outputs, which must keep their values (the two forwards round differently)
     recomputed = tuple(dc_replace(s, index=len(train.slots) + i, kind="recomputed_output")
                        for i, s in enumerate(train.slots_of("output")))
     train = dc_replace(train, slots=train.slots + recomputed)
-    grad = _moved(plan_network(net, shapes, dc_replace(opts, is_train=False), wrt=setup.wrt,
-                               accumulate=setup.accumulate)[0], train, base, "recomputed_output")
+    grad = _moved(plan_network(setup.typed, shapes, dc_replace(opts, is_train=False), wrt=setup.wrt,
+                               accumulate=setup.accumulate, typed=True)[0], train, base, "recomputed_output")
     # ctx->derived is the variant's own (the training plan folds nothing: its params change every step); the
     # gradient plan folds nothing either (a training plan), so only `infer` writes there
     forward = lower(infer, f"{name}_infer")
@@ -346,8 +348,9 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
     graph, source = _graph_of(net)
     setup = _training_setup(opts, graph, shapes, optimizer, grad_req, inputs_need_grad)
     optimizer = setup.optimizer
-    plan, _ = plan_network(graph, shapes, opts, wrt=setup.wrt, state_names=setup.state_names,
-                           accumulate=setup.accumulate)   # the graph was parsed once, above
+    # parsed once, above; a training compile typed it once to read grad_req, and every plan starts from that
+    plan, _ = plan_network(setup.typed or graph, shapes, opts, wrt=setup.wrt, state_names=setup.state_names,
+                           accumulate=setup.accumulate, typed=setup.typed is not None)
     name = c_ident(name) if name else _default_name(source)
     calls, folded = lower(plan, name), lower_folded(plan, name)
     updates = train_program = infer = None

@@ -46,15 +46,16 @@ def trainable(graph: Graph) -> list[str]:
 
 
 def run_pipeline(graph: Graph, shapes: dict, opts: CompileOptions, log=None, *, wrt: list[str] | None = None,
-                 state_names: tuple[str, ...] = (), accumulate: frozenset[str] = frozenset()):
+                 state_names: tuple[str, ...] = (), accumulate: frozenset[str] = frozenset(), typed: bool = False):
     """Graph + input shapes -> Plan. `log(name, seconds, nodes)` is called after each pass.
 
     With opts.train the backward graph for `wrt` (default: every parameter) is appended by autodiff, after
     train_mode gave mode-dependent ops their training form (unless opts.is_train is False: then the
     gradient is that of the inference function, MXNet's forward(is_train=False) + backward). The gradients
-    of the variables in `accumulate` (grad_req 'add') are added to their arrays (plan_memory.host_slots)."""
+    of the variables in `accumulate` (grad_req 'add') are added to their arrays (plan_memory.host_slots).
+    `typed`: the graph is already bound and typed for these shapes (infer_shapes ran), as a training compile's is."""
     t = time.perf_counter()
-    g = infer_shapes(bind(graph), shapes)
+    g = graph if typed else infer_shapes(bind(graph), shapes)
     if log:
         log("infer_shapes", time.perf_counter() - t, len(g.nodes))
     if opts.train:
