@@ -317,25 +317,98 @@ def _publish(tmp: Path, final: Path, key: str, need: list[str], root: Path) -> N
     raise BuildError(f"cannot publish the build of {final}: it keeps being replaced by damaged entries")
 
 
-def runtime_objects(opts: CompileOptions) -> list[Path]:
-    """The runtime compiled once per (sources, flags, compiler) and cached."""
-    cc = shutil.which(opts.cc) or opts.cc
+def target_cpu(cc: str, isa: str) -> str:
+    """What `-march=<isa>` means on this host: for "native", the CPU gcc resolves it to (`-march=native -Q
+    --help=target`), so that a cache or a wheel moved to another CPU never hands out objects built for this
+    one; other ISAs name themselves."""
+    if isa != "native":
+        return isa
+    return _native_cpu(shutil.which(cc) or cc)
+
+
+@functools.lru_cache(maxsize=None)
+def _native_cpu(cc: str) -> str:
+    try:
+        out = subprocess.run([cc, "-march=native", "-Q", "--help=target"], capture_output=True, text=True,
+                             timeout=60).stdout
+    except OSError:
+        return "native"
+    m = re.search(r"^\s*-march=\s+(\S+)", out, re.M)
+    return m.group(1) if m else "native"
+
+
+def _runtime_plan(opts: CompileOptions) -> tuple[str, list[Path], list[str]]:
+    """(key, sources, object names) of the runtime for `opts`: the key hashes everything that affects the
+    objects (sources and their paths, flags, the compiler, the host CPU that -march=native means)."""
     fl = flags(opts)
-    key = _hash("runtime", __version__, compiler_version(opts.cc), " ".join(fl),
-                *[p.read_bytes() for p in runtime_files()], *[str(p.relative_to(resource_dir("runtime_c")))
-                                                                for p in runtime_files()])
+    files = runtime_files()
+    root = resource_dir("runtime_c")
+    key = _hash("runtime", __version__, compiler_version(opts.cc), " ".join(fl), target_cpu(opts.cc, opts.isa),
+                *[p.read_bytes() for p in files], *[str(p.relative_to(root)) for p in files])
+    srcs = runtime_sources()
+    names = [str(p.relative_to(root)).replace(os.sep, "__")[:-2] + ".o" for p in srcs]
+    return key, srcs, names
+
+
+def _compile_runtime(opts: CompileOptions, srcs: list[Path], names: list[str], tmp: Path) -> None:
+    cc = shutil.which(opts.cc) or opts.cc
+    inc = str(resource_dir("runtime_c"))
+    _compile_parallel([([cc, *flags(opts), "-I", inc, "-c", str(s), "-o", n], f"compiling {s.name}")
+                       for s, n in zip(srcs, names)], tmp)
+
+
+def prebuilt_dir() -> Path:
+    """Where an installed mxcc keeps the runtime its wheel build compiled for this host (hatch_build.py)."""
+    return Path(__file__).resolve().parent.parent / "_data" / "prebuilt"
+
+
+def prebuild_runtime(dest: Path, opts: CompileOptions | None = None) -> str:
+    """Compile the runtime (default options: what mxcc.compile uses) into dest/<key>/, sealed like a cache
+    entry; the key. Run by the wheel build (hatch_build.py), so that the first compile after `pip install`
+    has its runtime ready."""
+    opts = opts or CompileOptions.from_env()
+    key, srcs, names = _runtime_plan(opts)
+    out = Path(dest) / key
+    out.mkdir(parents=True, exist_ok=True)
+    _compile_runtime(opts, srcs, names, out)
+    _seal(out, key)
+    return key
+
+
+@contextlib.contextmanager
+def _build_lock(root: Path, key: str):
+    """One process at a time builds a given runtime: the others wait here, then find it in the cache."""
+    import fcntl
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".{key[:16]}.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def runtime_objects(opts: CompileOptions) -> list[Path]:
+    """The runtime compiled once per (sources, flags, compiler, host CPU): the wheel's prebuilt copy when it
+    is the one `opts` asks for, else the cache's, built on first use (two processes: one builds, one waits)."""
+    key, srcs, names = _runtime_plan(opts)
+    pre = prebuilt_dir() / key
+    if pre.is_dir():
+        why = _damage(pre, key, names)
+        if why is None:
+            return [pre / n for n in names]
+        _warn(f"mxcc: the prebuilt runtime {pre} is damaged ({why}); building one in the cache")
     root = Path(cache_dir())
     final = root / "runtime" / key
-    srcs = runtime_sources()
-    names = [str(p.relative_to(resource_dir("runtime_c"))).replace(os.sep, "__")[:-2] + ".o" for p in srcs]
     if not _usable(final, key, names, root):
         root = _cache_root()
-        with _scratch(root) as tmp:
-            inc = str(resource_dir("runtime_c"))
-            _compile_parallel([([cc, *fl, "-I", inc, "-c", str(s), "-o", n], f"compiling {s.name}")
-                               for s, n in zip(srcs, names)], tmp)
-            _publish(tmp, final, key, names, root)
+        with _build_lock(root / "runtime", key):
+            if not _usable(final, key, names, root):
+                with _scratch(root) as tmp:
+                    _compile_runtime(opts, srcs, names, tmp)
+                    _publish(tmp, final, key, names, root)
     return [final / n for n in names]
+
 
 @dataclass(frozen=True)
 class Built:
@@ -354,7 +427,8 @@ def build(net: str, c_src: str, h_src: str, cdef: str, bench_src: str, opts: Com
     import cffi
     fl = flags(opts)
     cc = shutil.which(opts.cc) or opts.cc
-    key = _hash("net", __version__, compiler_version(opts.cc), " ".join(fl), cffi.__version__, EXT_SUFFIX,
+    key = _hash("net", __version__, compiler_version(opts.cc), " ".join(fl), target_cpu(opts.cc, opts.isa),
+                cffi.__version__, EXT_SUFFIX,
                 c_src, h_src, cdef, bench_src, train_src or "",
                 *[p.read_bytes() for p in runtime_files()])
     module = f"_mxcc_{net}_{key[:16]}"

@@ -326,3 +326,68 @@ def test_two_processes_healing_one_entry_both_succeed(cache, tmp_path):
     assert sum(err.count("compile cache entry") for _, err, _ in results) == 1, results
     assert B._damage(entry, entry.name, []) is None
     assert not [p for p in cache.iterdir() if p.name.startswith("tmp-")]
+
+
+RUNTIME_RACE = r"""
+import sys, time
+from pathlib import Path
+from mxcc.compiler import build as B
+from mxcc.options import CompileOptions
+small = [p for p in B.runtime_sources() if p.name in ("ctx.c", "gemm_f32_ref.c")]
+B.runtime_sources = lambda: small
+compiled = B._compile_runtime
+def counted(*a):
+    with open(sys.argv[1], "a") as f:
+        f.write("built\n")
+    time.sleep(1.0)                                  # long enough for the other process to reach the lock
+    return compiled(*a)
+B._compile_runtime = counted
+go = Path(sys.argv[2])
+Path(f"{go}.{sys.argv[3]}").touch()
+while not go.exists():
+    time.sleep(0.005)
+objs = B.runtime_objects(CompileOptions.from_env())
+assert all(p.exists() for p in objs)
+print("ok")
+"""
+
+
+def test_two_processes_building_one_runtime_build_it_once(tmp_path):
+    """With no runtime in the cache, of two compiles started together one builds it, the other waits for it."""
+    cache, log, go = tmp_path / "cache", tmp_path / "builds.log", tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", RUNTIME_RACE, str(log), str(go), str(i)],
+                              env=dict(ENV, MXCC_CACHE_DIR=str(cache)), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    deadline = time.time() + 120
+    while not all((tmp_path / f"go.{i}").exists() for i in range(2)) and time.time() < deadline:
+        time.sleep(0.01)
+    go.touch()
+    results = [p.communicate(timeout=300) + (p.returncode,) for p in procs]
+    assert all(rc == 0 and out.strip() == "ok" for out, _, rc in results), results
+    assert log.read_text().count("built") == 1
+
+
+def test_the_prebuilt_runtime_is_used_and_a_damaged_one_is_not(tmp_path, monkeypatch):
+    """The runtime a wheel build compiled (prebuild_runtime, run by hatch_build.py) serves runtime_objects
+    without touching the cache; a damaged copy is reported once and the cache's is built instead."""
+    monkeypatch.setenv("MXCC_CACHE_DIR", str(tmp_path / "cache"))
+    small = [p for p in B.runtime_sources() if p.name in ("ctx.c", "gemm_f32_ref.c")]
+    monkeypatch.setattr(B, "runtime_sources", lambda: small)
+    monkeypatch.setattr(B, "prebuilt_dir", lambda: tmp_path / "prebuilt")
+    key = B.prebuild_runtime(tmp_path / "prebuilt")
+    objs = B.runtime_objects(CompileOptions.from_env())
+    assert all(p.parent == tmp_path / "prebuilt" / key for p in objs)
+    assert not (tmp_path / "cache").exists()
+    replace_bytes(objs[0], objs[0].read_bytes()[:64])
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        objs = B.runtime_objects(CompileOptions.from_env())
+    assert [str(w.message) for w in rec if "prebuilt runtime" in str(w.message)] and len(rec) == 1
+    assert all(p.parent == tmp_path / "cache" / "runtime" / key for p in objs)
+
+
+def test_the_key_names_the_cpu_that_native_means():
+    """-march=native means another CPU on another machine: a cache or a wheel moved there is not reused."""
+    assert B.target_cpu("gcc", "x86-64") == "x86-64"
+    cpu = B.target_cpu("gcc", "native")
+    assert cpu and cpu != "native"
