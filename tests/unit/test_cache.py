@@ -34,7 +34,9 @@ pytestmark = needs_gcc
 SHAPES = {"data": (2, 4)}
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
 # compiles the network of the node name in argv[1] in a fresh process (nothing imported here)
-PREBUILD = ("import sys, mxcc; mxcc.compile(mxcc.sym.FullyConnected(mxcc.sym.var('data'), num_hidden=3, "
+PREBUILD = ("import sys, mxcc; from pathlib import Path; from mxcc.compiler import build; "
+            "build.prebuilt_dir = lambda: Path('/nonexistent'); "      # the cache's runtime, not a wheel's
+            "mxcc.compile(mxcc.sym.FullyConnected(mxcc.sym.var('data'), num_hidden=3, "
             "name=sys.argv[1]), {'data': (2, 4)})")
 
 
@@ -94,6 +96,8 @@ def cache(tmp_path, monkeypatch, runtime_dir):
     c = tmp_path / "cache"
     shutil.copytree(runtime_dir, c / "runtime")
     monkeypatch.setenv("MXCC_CACHE_DIR", str(c))
+    # these tests are about the cache: an installed mxcc's prebuilt runtime (hatch_build.py) must not serve them
+    monkeypatch.setattr(B, "prebuilt_dir", lambda: tmp_path / "no-prebuilt")
     return c
 
 
