@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import typing
 from typing import Any, Literal, get_args, get_origin
 
@@ -19,11 +20,16 @@ _TRUE = {"true", "1"}
 _FALSE = {"false", "0"}
 
 
+@functools.lru_cache(maxsize=None)
+def _schema(cls: type) -> tuple[dict, dict]:
+    """(field type hints, fields) of an attrs class: resolved once per class, not once per node."""
+    return typing.get_type_hints(cls), {f.name: f for f in dataclasses.fields(cls)}
+
+
 def parse(cls: type, raw: dict[str, str] | tuple, *, node: str = "?", op: str = "?") -> Any:
     """Build `cls` (a frozen dataclass) from raw MXNet attribute strings."""
     raw = dict(raw)
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints, fields = _schema(cls)
     ignored = set(getattr(cls, "IGNORED", ()))
     values = {}
     for key, text in raw.items():
@@ -88,8 +94,15 @@ def _convert(tp: Any, text: str) -> Any:
 def literal(text: str) -> Any:
     """ast.literal_eval of an attribute string, every failure a ValueError or SyntaxError (deep nesting
     such as "-" * 10**5 + "1" makes Python's parser raise RecursionError or MemoryError)."""
+    return _literal(text.strip())
+
+
+@functools.lru_cache(maxsize=4096)
+def _literal(text: str) -> Any:
+    """Attribute strings repeat across nodes ("(3, 3)", "True"): each is parsed once. The values are
+    immutable (tuples, numbers, strings), so sharing them is safe."""
     try:
-        return ast.literal_eval(text.strip())
+        return ast.literal_eval(text)
     except (RecursionError, MemoryError):
         raise ValueError("nested too deeply to be a value") from None
 

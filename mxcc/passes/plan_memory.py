@@ -74,9 +74,16 @@ def host_slots(graph: Graph, state_names: tuple[str, ...] = (), accumulate: froz
     return tuple(slots)
 
 
-def _view_source(graph: Graph, r: Ref) -> Ref:
-    """Follow view ops without a kernel (Flatten, Dropout) back to the value that owns the storage."""
-    grouped = {i for g in graph.groups for i in g.members}
+def grouped_nodes(graph: Graph) -> frozenset[int]:
+    """The nodes some kernel computes (members of graph.groups): what _view_source stops at."""
+    return frozenset(i for g in graph.groups for i in g.members)
+
+
+def _view_source(graph: Graph, r: Ref, grouped: frozenset[int] | None = None) -> Ref:
+    """Follow view ops without a kernel (Flatten, Dropout) back to the value that owns the storage.
+    `grouped`: grouped_nodes(graph), computed once by callers that ask for many values."""
+    if grouped is None:
+        grouped = grouped_nodes(graph)
     while True:
         n = graph.nodes[r.node]
         if n.is_variable or n.id in grouped or not n.opdef.view:
@@ -118,9 +125,10 @@ def plan_memory(graph: Graph, enabled: bool = True, state_names: tuple[str, ...]
     for key in dvals:
         locations[key] = Location(derived=doffset[key])
     # views resolve to their source's location
+    grouped = grouped_nodes(graph)
     for n in graph.nodes:
         if not n.is_variable and (n.id, 0) not in locations and n.opdef.view:
-            src = _view_source(graph, Ref(n.id, 0))
+            src = _view_source(graph, Ref(n.id, 0), grouped)
             if src.key in locations:
                 locations[(n.id, 0)] = locations[src.key]
     # scratch is keyed (anchor, -1) in here; the Plan gives it its own table
@@ -129,12 +137,25 @@ def plan_memory(graph: Graph, enabled: bool = True, state_names: tuple[str, ...]
     arena = max((b.offset + _align(b.nbytes) for b in placed), default=0)
     naive = sum(_align(v[1]) for v in vals.values())
     steps = len(graph.groups)
-    lower = max((sum(_align(b.nbytes) for b in placed if b.start <= s <= b.end) for s in range(steps)), default=0)
+    lower = _peak_bytes(placed, steps)
     return Plan(graph=graph, slots=slots, buffers=tuple(placed), locations=locations, workspaces=workspaces,
                 arena_bytes=arena, naive_bytes=naive, lower_bound_bytes=lower, strategy=strategy,
                 inplace=inplace + dinplace, live={k: (v[2], v[3]) for k, v in vals.items() if k[1] >= 0},
                 folded=folded, derived_buffers=tuple(derived),
                 derived_bytes=max((b.offset + _align(b.nbytes) for b in derived), default=0))
+
+
+def _peak_bytes(buffers, steps: int) -> int:
+    """The most bytes live at one step (the lower bound of any placement): a sweep over the steps."""
+    delta = [0] * (max([steps, *(b.end + 1 for b in buffers)]) + 1)
+    for b in buffers:
+        delta[b.start] += _align(b.nbytes)
+        delta[b.end + 1] -= _align(b.nbytes)
+    live = peak = 0
+    for d in delta[:steps]:
+        live += d
+        peak = max(peak, live)
+    return peak
 
 
 def _allocate(graph: Graph, vals: dict, enabled: bool):
@@ -161,10 +182,11 @@ def _plan_derived(graph: Graph, folded: tuple, enabled: bool):
         return [], {}, {}, ()
     prep = graph.with_nodes(graph.nodes, groups=folded)
     vals = {k: list(v) for k, v in _live_ranges(prep).items()}
+    grouped = grouped_nodes(prep)
     for grp in graph.groups:
         for m in grp.members:
             for r in graph.nodes[m].inputs:
-                src = _view_source(prep, r).key
+                src = _view_source(prep, r, grouped).key
                 if src in vals:
                     vals[src][3] = len(folded)
     vals = {k: tuple(v) for k, v in vals.items()}
@@ -176,10 +198,11 @@ def _live_ranges(graph: Graph) -> dict[tuple[int, int], tuple[str, int, int, int
     """(node, index) -> (name, bytes, first step, last step) for every value a kernel writes, and
     (anchor, -1) for each kernel's scratch workspace (live during its own step only)."""
     vals: dict[tuple[int, int], list] = {}
+    grouped = grouped_nodes(graph)
     for step, g in enumerate(graph.groups):
         for m in g.members:
             for r in graph.nodes[m].inputs:
-                src = _view_source(graph, r).key
+                src = _view_source(graph, r, grouped).key
                 if src in vals:
                     vals[src][3] = max(vals[src][3], step)
         for r in g.outputs:
@@ -198,6 +221,7 @@ def _inplace_roots(graph: Graph, vals) -> dict:
 
     Only kernels whose every member declares `inplace` (pure elementwise: out[i] depends on in[i] alone)."""
     root = {k: k for k in vals}
+    grouped = grouped_nodes(graph)
     for step, g in enumerate(graph.groups):
         members = [graph.nodes[m] for m in g.members]
         if len(g.outputs) != 1 or not all(m.opdef.inplace for m in members):
@@ -210,7 +234,7 @@ def _inplace_roots(graph: Graph, vals) -> dict:
             for r in m.inputs:
                 if r.node in inside:
                     continue
-                src = _view_source(graph, r).key
+                src = _view_source(graph, r, grouped).key
                 if src in vals and vals[src][3] == step and vals[src][1] == vals[out][1] and root[out] == out:
                     root[out] = root[src]
     # path-compress chains (a <- b <- c)
@@ -229,9 +253,10 @@ def _place(buffers: list[BufferSlot], enabled: bool) -> tuple[list[BufferSlot], 
             off += _align(b.nbytes)
         return out, "naive"
     best = None
+    overlaps = _time_overlaps(buffers)
     for strategy, order in (("greedy_by_size", lambda i: (-buffers[i].nbytes, buffers[i].start, i)),
                             ("greedy_by_start", lambda i: (buffers[i].start, -buffers[i].nbytes, i))):
-        offsets = _first_fit(buffers, sorted(range(len(buffers)), key=order))
+        offsets = _first_fit(buffers, sorted(range(len(buffers)), key=order), overlaps)
         arena = max((o + _align(b.nbytes) for o, b in zip(offsets, buffers)), default=0)
         if best is None or arena < best[0]:
             best = (arena, offsets, strategy)
@@ -275,19 +300,33 @@ def _least_recently_used(buffers: list[BufferSlot], offsets: list[int], arena: i
     return offsets
 
 
-def _first_fit(buffers: list[BufferSlot], order: list[int]) -> list[int]:
+def _time_overlaps(buffers: list[BufferSlot]) -> list[list[int]]:
+    """For each buffer, the others live at some same step (a sweep by start: linear in the pairs, not
+    quadratic in the buffers, for the long chains where each buffer meets only its neighbours)."""
+    by_start = sorted(range(len(buffers)), key=lambda i: buffers[i].start)
+    out: list[list[int]] = [[] for _ in buffers]
+    active: list[int] = []
+    for i in by_start:
+        b = buffers[i]
+        active = [j for j in active if buffers[j].end >= b.start]
+        for j in active:
+            out[i].append(j)
+            out[j].append(i)
+        active.append(i)
+    return out
+
+
+def _first_fit(buffers: list[BufferSlot], order: list[int], overlaps: list[list[int]] | None = None) -> list[int]:
     """Lowest aligned offset for each buffer (in `order`) that overlaps no placed, time-overlapping one."""
+    overlaps = _time_overlaps(buffers) if overlaps is None else overlaps
     offsets = [-1] * len(buffers)
-    placed: list[int] = []
     for i in order:
         b = buffers[i]
-        busy = sorted((offsets[j], offsets[j] + _align(buffers[j].nbytes)) for j in placed
-                      if buffers[j].start <= b.end and b.start <= buffers[j].end)
+        busy = sorted((offsets[j], offsets[j] + _align(buffers[j].nbytes)) for j in overlaps[i] if offsets[j] >= 0)
         off = 0
         for lo, hi in busy:
             if off + _align(b.nbytes) <= lo:
                 break
             off = max(off, hi)
         offsets[i] = off
-        placed.append(i)
     return offsets

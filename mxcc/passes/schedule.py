@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from mxcc.graph.ir import Graph
 from mxcc.passes.fold_constants import PREPARE
-from mxcc.passes.plan_memory import _align, _live_ranges, _view_source
+from mxcc.passes.plan_memory import _align, _live_ranges, _view_source, grouped_nodes
 
 
 def schedule(graph: Graph, enabled: bool = True) -> Graph:
@@ -59,9 +59,10 @@ def _greedy(graph: Graph, groups: list) -> list:
     host = _host_keys(graph)
     writer = {r.key: i for i, g in enumerate(groups) for r in g.outputs}
     reads: list[set] = []
+    grouped = grouped_nodes(full)
     for g in groups:
         inside = set(g.members)
-        reads.append({_view_source(full, r).key for m in g.members for r in graph.nodes[m].inputs
+        reads.append({_view_source(full, r, grouped).key for m in g.members for r in graph.nodes[m].inputs
                       if r.node not in inside} & writer.keys())
     readers: dict = {}
     for i, keys in enumerate(reads):
@@ -79,9 +80,21 @@ def _greedy(graph: Graph, groups: list) -> list:
 
     done: set[int] = set()
     order = []
+    # the groups whose inputs are all written, kept up to date as groups finish (not rescanned: a 5,000-node
+    # chain would make that quadratic)
+    waiting = [len({writer[k] for k in reads[i]}) for i in range(len(groups))]
+    dependents: dict[int, set] = {}
+    for i in range(len(groups)):
+        for k in reads[i]:
+            dependents.setdefault(writer[k], set()).add(i)
+    ready = {i for i in range(len(groups)) if not waiting[i]}
     while len(order) < len(groups):
-        ready = [i for i in range(len(groups)) if i not in done and all(writer[k] in done for k in reads[i])]
         best = min(ready, key=lambda i: (growth(i), i))
+        ready.discard(best)
         done.add(best)
         order.append(groups[best])
+        for j in dependents.get(best, ()):
+            waiting[j] -= 1
+            if not waiting[j]:
+                ready.add(j)
     return order
