@@ -221,7 +221,7 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int, d
             for j, r in enumerate(grp.outputs)]
     common = dict(fn=fn, group=grp.name, sources=tuple(m.name for m in members),
                   ops=tuple(m.op for m in members), flops=flops, node_index=index, phase=anchor.phase)
-    if op.view:                                     # a view that is a graph output: copy it there
+    if op.view_of(anchor.params):                   # a view that is a graph output: copy it there
         src = _buffer(plan, anchor.inputs[0], "data", False, slot_names)
         return KernelCall(template="kernels/copy.c.j2", vars=dict(n=src.type.size), buffers=(src, *outs),
                           **common)

@@ -12,7 +12,8 @@ An OpDef is plain data plus plain functions. Passes ask it questions (`fusion`, 
 - `epilogue(attrs) -> EpilogueStep | None`: how a GEMM epilogue does this op (for ELEMWISE ops).
 - `c_expr(attrs, args) -> str`: the op as a C expression of its input expressions (ELEMWISE ops).
 - `fusion`: a Fusion, or `fusion(attrs) -> Fusion` where the kind depends on attributes (LeakyReLU: 'leaky'
-  is ELEMWISE, 'prelu' BROADCAST); passes ask `op.fusion_of(attrs)`.
+  is ELEMWISE, 'prelu' BROADCAST); passes ask `op.fusion_of(attrs)`. Likewise `view` (the output is the
+  input's storage, no kernel): a bool or a function of the attrs; passes ask `op.view_of(attrs)`.
 - `grad(attrs, g) -> {input: Ref}`: the gradient rule, building backward nodes with `g.emit(op, inputs,
   **attrs)` from `g.ograd(i)`, `g.input(name)`, `g.output(i)`, for the inputs `g.needs(name)` (passes/autodiff.py).
 - `workspace(attrs, ins, outs, const) -> int`: scratch bytes the kernel needs while it runs (im2col
@@ -134,7 +135,8 @@ class OpDef:
     epilogue: Callable[[Any], EpilogueStep | None] | None = None
     c_expr: Callable[[Any, list[str]], str] | None = None
     inplace: bool = False                 # output may reuse input 0's storage
-    view: bool = False                    # output is input 0 reinterpreted (Flatten/Reshape): no copy
+    view: bool | Callable[[Any], bool] = False   # output is input 0 reinterpreted (Flatten/Reshape): no
+                                          # kernel; a function of the attrs where it depends on them (Cast)
     identity_in_inference: bool = False   # Dropout: removed for inference
     hidden_outputs: int | Callable[[Any], int] = 0   # trailing outputs not visible to users (Dropout's mask);
                                           # a function of the attrs where the count varies (Pooling, BatchNorm)
@@ -153,6 +155,9 @@ class OpDef:
 
     def fusion_of(self, attrs) -> Fusion:
         return self.fusion if isinstance(self.fusion, Fusion) else self.fusion(attrs)
+
+    def view_of(self, attrs) -> bool:
+        return self.view(attrs) if callable(self.view) else self.view
 
     def num_hidden(self, attrs) -> int:
         h = self.hidden_outputs

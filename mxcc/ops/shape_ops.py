@@ -1,4 +1,4 @@
-"""Shape operators: Reshape, expand_dims, squeeze, identity (_copy), BlockGrad, Cast and transpose.
+"""Shape operators: Reshape, expand_dims, squeeze, identity (_copy), BlockGrad and transpose (Cast: math_ops.py).
 
 All but transpose are views of their input (no kernel, no copy; a copy kernel only when the view is a
 graph output); their gradients are the output gradient viewed in the input's shape (BlockGrad's is zero),
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
-from typing import Literal, Optional
+from typing import Optional
 
 from mxcc.ops import register
 from mxcc.ops._util import elementwise_loop, norm_axis, strides
@@ -176,25 +176,12 @@ SQUEEZE = register(OpDef(
     name="squeeze", attrs=SqueezeAttrs, inputs=lambda a: ("data",), infer=_squeeze_infer,
     fusion=Fusion.INJECTIVE, view=True, grad=view_grad, doc=__doc__))
 
-# ---------------------------------------------------------------------------- identity, BlockGrad, Cast
+# ---------------------------------------------------------------------------------- identity, BlockGrad
 
 
 @dataclass(frozen=True)
 class NoAttrs:
     pass
-
-
-DTYPES = Literal["float32", "float64", "float16", "bfloat16", "uint8", "int8", "int32", "int64", "bool"]
-
-
-@dataclass(frozen=True)
-class CastAttrs:
-    dtype: DTYPES
-
-    def __post_init__(self):
-        if self.dtype != "float32":
-            raise ValueError(f"Cast to {self.dtype} is not supported: mxcc computes in float32 only "
-                             "(a Cast to float32 is accepted and is a no-op)")
 
 
 def _same(a, s):
@@ -208,10 +195,6 @@ BLOCK_GRAD = register(OpDef(
     name="BlockGrad", aliases=("stop_gradient",), attrs=NoAttrs, inputs=lambda a: ("data",), infer=_same,
     fusion=Fusion.INJECTIVE, view=True, grad=lambda a, g: {},     # no gradient flows back: it is zero
     doc="BlockGrad: the identity forward; stops gradients (training: the input's gradient is zero)."))
-CAST = register(OpDef(
-    name="Cast", aliases=("cast",), attrs=CastAttrs, inputs=lambda a: ("data",), infer=_same,
-    fusion=Fusion.INJECTIVE, view=True, grad=view_grad,
-    doc="Cast: float32 only (a view); other dtypes are an AttrError."))
 
 # -------------------------------------------------------------------------------------------- transpose
 

@@ -36,7 +36,7 @@ def fuse(graph: Graph, enabled: bool = True) -> Graph:
         if n.is_variable or n.id in taken:
             continue
         op = n.opdef
-        if op.view and (n.id, 0) not in heads:
+        if op.view_of(n.params) and (n.id, 0) not in heads:
             continue
         members = [n.id]
         if enabled and op.fusion_of(n.params) in (Fusion.ANCHOR, Fusion.ELEMWISE):

@@ -86,7 +86,7 @@ def _view_source(graph: Graph, r: Ref, grouped: frozenset[int] | None = None) ->
         grouped = grouped_nodes(graph)
     while True:
         n = graph.nodes[r.node]
-        if n.is_variable or n.id in grouped or not n.opdef.view:
+        if n.is_variable or n.id in grouped or not n.opdef.view_of(n.params):
             return r
         r = n.inputs[0]
 
@@ -127,7 +127,7 @@ def plan_memory(graph: Graph, enabled: bool = True, state_names: tuple[str, ...]
     # views resolve to their source's location
     grouped = grouped_nodes(graph)
     for n in graph.nodes:
-        if not n.is_variable and (n.id, 0) not in locations and n.opdef.view:
+        if not n.is_variable and (n.id, 0) not in locations and n.opdef.view_of(n.params):
             src = _view_source(graph, Ref(n.id, 0), grouped)
             if src.key in locations:
                 locations[(n.id, 0)] = locations[src.key]

@@ -139,6 +139,8 @@ class Module:
         self._prof_lock = None      # set by mxcc.profiler while this module records events (= _primary_lock)
         if threads:
             self.set_num_threads(threads)
+        if not self._params_meta:
+            self._prepare(self._ctx)    # nothing to bind: the folded constants (an _arange...) are ready now
         profiler._register(self)
 
     # -- shapes ------------------------------------------------------------------------------------------
