@@ -122,8 +122,14 @@ class Executor(Module):
                 raise ShapeError(f"backward needs out_grads for the outputs that are not loss heads: "
                                  f"{[s['output'] for s in self._head_grads]}")
             grads = [out_grads] if isinstance(out_grads, np.ndarray) else list(out_grads)
+            names = [n for n, *_ in self._outputs]
+            if len(grads) == len(names) != len(self._head_grads):
+                # MXNet's form, one per output: those of loss heads, or of outputs no gradient flows from
+                # (a BlockGrad, an argmax), are ignored, as MXNet ignores them
+                grads = [grads[names.index(s["output"])] for s in self._head_grads]
             if len(grads) != len(self._head_grads):
-                raise ShapeError(f"got {len(grads)} out_grads, expected {len(self._head_grads)}")
+                raise ShapeError(f"got {len(grads)} out_grads, expected {len(self._head_grads)} (the outputs "
+                                 f"{[s['output'] for s in self._head_grads]}) or one per output ({len(names)})")
             for s, g in zip(self._head_grads, grads):
                 g = self._coerce(s["name"], g)
                 if g.shape != tuple(s["shape"]):

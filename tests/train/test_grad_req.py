@@ -146,3 +146,25 @@ def test_update_reads_the_accumulated_gradient(rng):
     exe.update()
     assert rel_err(exe.arg_dict["fc_weight"], w - 0.1 * 2 * one) <= 1e-6
     np.testing.assert_array_equal(exe.arg_dict["bn_beta"], beta)       # 'null': no gradient, no update
+
+
+def test_backward_takes_one_out_grad_per_output_as_mxnet(rng):
+    """MXNet's backward(out_grads) takes one array per output; those of outputs no gradient flows from (a loss
+    head, a BlockGrad) are ignored. The shorter form, one per output that takes a gradient, works too."""
+    with sym.NameManager():
+        h = sym.FullyConnected(sym.var("data"), num_hidden=4, name="fc")
+        net = sym.Group([sym.tanh(h, name="t"), sym.BlockGrad(h, name="bg"), sym.relu(h, name="r")])
+    x = rng.standard_normal(SHAPES["data"]).astype(np.float32)
+    p = {"fc_weight": rng.standard_normal((4, 6)).astype(np.float32), "fc_bias": np.zeros(4, np.float32)}
+    heads = [rng.standard_normal((5, 4)).astype(np.float32) for _ in range(3)]
+    exe = mxcc.compile(net, SHAPES, p, train=True, optimizer=SGD(learning_rate=0.0))
+    exe.forward(is_train=True, data=x)
+    exe.backward(heads)                                  # MXNet's form: three, the BlockGrad's ignored
+    full = exe.grad_dict["fc_weight"].copy()
+    exe.backward([heads[0], heads[2]])                   # one per output a gradient flows from
+    np.testing.assert_array_equal(exe.grad_dict["fc_weight"], full)
+    z = x @ p["fc_weight"].T
+    dz = heads[0] * (1 - np.tanh(z) ** 2) + heads[2] * (z > 0)
+    assert rel_err(full, dz.T @ x) <= 1e-5
+    with pytest.raises(ShapeError, match="one per output"):
+        exe.backward(heads[:1])
