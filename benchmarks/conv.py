@@ -5,9 +5,9 @@ ONNX Runtime's kernel for the same layer.
     python benchmarks/conv.py --isa native,native@a5118f4,ort    # against the kernel of an earlier commit
 
 Each `--isa` entry is one column:
-  native / haswell / x86-64   runtime_c/conv/conv2d_f32.c compiled with -march=ISA (the kernel picks its path
-                              at compile time: AVX-512 here, AVX2+FMA, the portable C plane)
-  ISA@REV                     the same file as of git revision REV (the "before" of a change)
+  native / haswell / x86-64   runtime_c/conv/ and gemm/ compiled with -march=ISA (the depthwise kernel picks its
+                              path at compile time: AVX-512 here, AVX2+FMA, the portable C plane)
+  ISA@REV                     the same files as of git revision REV (the "before" of a change)
   ort                         ONNX Runtime (CPU provider, every graph optimization) on a one-node model
                               Conv(group = C, bias) + Relu: the time its profiler gives the convolution node,
                               without the NCHW <-> NCHWc reorders it adds around a lone node (inside a
@@ -38,18 +38,24 @@ LAYERS = [(32, 112, 1), (64, 112, 2), (128, 56, 1), (128, 56, 2), (256, 28, 1), 
           (512, 14, 1), (512, 14, 2), (1024, 7, 1)]
 
 
-def _source(rev: str | None) -> str:
-    """conv2d_f32.c as of git revision rev (None: the working tree)."""
+def _runtime(rev: str | None) -> Path:
+    """runtime_c/ as of git revision rev (None: the working tree), extracted into the temp dir."""
     if rev is None:
-        return (RUNTIME / "conv" / "conv2d_f32.c").read_text()
-    return subprocess.run(["git", "show", f"{rev}:runtime_c/conv/conv2d_f32.c"], cwd=HERE.parent, check=True,
-                          capture_output=True, text=True).stdout
+        return RUNTIME
+    out = Path(tempfile.gettempdir()) / "mxcc_conv_bench" / f"runtime_{rev}"
+    if not out.is_dir():
+        out.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", rev, "runtime_c"], cwd=HERE.parent, check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(out), "--strip-components=1"], input=archive, check=True)
+    return out
 
 
 def _build(isa: str, rev: str | None):
-    """runtime_c/conv as a cffi module compiled with -march=isa (cached by source hash in the temp dir)."""
+    """runtime_c/conv + gemm as a cffi module compiled with -march=isa (cached by source hash in the temp dir)."""
     import cffi
-    gemm = (RUNTIME / "gemm" / "mxcc_gemm.h").read_text()
+    root = _runtime(rev)
+    gemm = (root / "gemm" / "mxcc_gemm.h").read_text()
     types = re.findall(r"typedef (?:enum|struct) \w+ \{.*?\} \w+;", gemm, re.S)
     cdef = "\n".join(types) + """
 typedef struct mxcc_conv_geom { int channels; int in[3]; int out[3]; int k[3]; int stride[3]; int pad[3];
@@ -57,19 +63,20 @@ typedef struct mxcc_conv_geom { int channels; int in[3]; int out[3]; int k[3]; i
 void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
                              const mxcc_epilogue *ep, float *y, int parallel);
 """
-    src = _source(rev)
-    tag = hashlib.sha256((src + (RUNTIME / "conv" / "mxcc_conv.h").read_text() + isa).encode()).hexdigest()[:12]
+    sources = sorted((root / "conv").glob("*.c")) + sorted((root / "gemm").glob("*.c"))
+    digest = hashlib.sha256(isa.encode())
+    for f in [*sources, *sorted(root.rglob("*.h"))]:
+        digest.update(f.read_bytes())
+    tag = digest.hexdigest()[:12]
     name = f"_mxcc_conv_bench_{isa.replace('-', '_')}_{tag}"
     tmp = Path(tempfile.gettempdir()) / "mxcc_conv_bench"
     tmp.mkdir(exist_ok=True)
-    c_file = tmp / f"conv2d_f32_{tag}.c"
-    c_file.write_text(src)
     ffi = cffi.FFI()
     ffi.cdef(cdef)
-    ffi.set_source(name, '#include "conv/mxcc_conv.h"\n', sources=[str(c_file)],
-                   include_dirs=[str(RUNTIME), str(RUNTIME / "conv")], libraries=["m"], extra_link_args=["-fopenmp"],
+    ffi.set_source(name, '#include "conv/mxcc_conv.h"\n', sources=[str(f) for f in sources],
+                   include_dirs=[str(root), str(root / "conv")], libraries=["m"], extra_link_args=["-fopenmp"],
                    extra_compile_args=["-O3", f"-march={isa}", "-fopenmp", "-std=gnu11"])
-    so = ffi.compile(tmpdir=str(tmp))
+    so = ffi.compile(tmpdir=str(tmp / tag))
     spec = importlib.util.spec_from_file_location(name, so)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -1,4 +1,9 @@
-"""Files written so that nothing is lost: a reader sees the old content or the complete new one, never a part.
+"""mxcc's own files and the files it writes.
+
+`resource_dir` is the one place that finds templates/ and runtime_c/: package data in an installed mxcc
+(mxcc/_data/, see pyproject.toml) or beside mxcc/ in a checkout.
+
+Files written so that nothing is lost: a reader sees the old content or the complete new one, never a part.
 
 Every file mxcc writes for a user or into its cache goes through here: write to a temporary file in the same
 folder, flush and fsync, then rename over the target (atomic on POSIX). A new file gets the target's mode
@@ -12,7 +17,18 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Union
 
+from mxcc.errors import BuildError
+
 Content = Union[bytes, str, Callable]    # the bytes, text (UTF-8), or a function writing to a binary file
+
+
+def resource_dir(kind: str) -> Path:
+    """`templates` or `runtime_c`: shipped as package data (mxcc/_data/) or beside mxcc/ in a checkout."""
+    here = Path(__file__).resolve().parent          # the mxcc package
+    for cand in (here / "_data" / kind, here.parent / kind):
+        if cand.is_dir():
+            return cand
+    raise BuildError(f"mxcc installation is incomplete: cannot find its {kind}/ directory near {here}")
 
 
 def atomic_write(path, content: Content) -> None:

@@ -5,7 +5,7 @@ file, the flags, `gcc --version`, the cffi version, the Python ABI tag and the m
 Builds happen in `cache/tmp-<pid>-<random>/` and are published with one `os.rename` to `cache/<2 hex>/<key>/`;
 a process that loses the race keeps the winner's copy, so concurrent compiles of one network all succeed.
 Runtime object files are cached the same way under `cache/runtime/<key>/`, so a new network compiles only
-its own C. This module also owns `resource_dir()`, the one place that finds templates/ and runtime_c/.
+its own C. (`mxcc.files.resource_dir()` is the one place that finds templates/ and runtime_c/.)
 
 The cache heals itself, because a disk that filled up, a copy broken off or another tool can leave an entry
 that would otherwise fail on every later compile. Each entry's `DONE` marker (JSON) records the size and
@@ -38,19 +38,11 @@ from pathlib import Path
 
 from mxcc._version import __version__
 from mxcc.errors import BuildError
+from mxcc.files import resource_dir
 from mxcc.options import CompileOptions, cache_dir
 
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 STALE_AFTER_S = 300     # a tmp- folder of a dead pid, untouched this long, is a killed build's leftover
-
-
-def resource_dir(kind: str) -> Path:
-    """`templates` or `runtime_c`: shipped as package data (mxcc/_data/) or beside mxcc/ in a checkout."""
-    here = Path(__file__).resolve().parent.parent          # the mxcc package
-    for cand in (here / "_data" / kind, here.parent / kind):
-        if cand.is_dir():
-            return cand
-    raise BuildError(f"mxcc installation is incomplete: cannot find its {kind}/ directory near {here}")
 
 
 def runtime_sources() -> list[Path]:

@@ -17,7 +17,8 @@ from mxcc.codegen.cnames import c_ident
 from mxcc.codegen.lower import lower, lower_folded, lower_train_program, lower_updates
 from mxcc.codegen.render import render
 from mxcc.compiler import artifacts
-from mxcc.compiler.build import build, resource_dir
+from mxcc.compiler.build import build
+from mxcc.files import resource_dir
 from mxcc.errors import GraphError, ShapeError, name_list
 from mxcc.graph import Graph, load_json
 from mxcc.options import CompileOptions

@@ -6,17 +6,52 @@ past the GEMM's small-M bound reads the weight packed once at bind time (`<net>_
 """
 from __future__ import annotations
 
+import ast
+import operator
+import re
 from dataclasses import dataclass
 from math import prod
 
+from mxcc.files import resource_dir
+from mxcc.errors import BuildError
 from mxcc.ops import register
 from mxcc.ops._pack import gemm_pack_b
 from mxcc.ops.base import Fusion, OpDef
 
 
-# MXCC_GEMM_SMALLM_MAX (runtime_c/gemm/gemm_config.h): up to this M, C = A . W^T reads W's rows unpacked
-# (the small-M path), so packing W at bind time would not be used.
-GEMM_SMALL_M = 32
+def _gemm_config(*names: str) -> tuple[int, ...]:
+    """The values of integer #defines of runtime_c/gemm/gemm_config.h, read from the header itself so that the
+    choices below are the GEMM's own (one source for C and Python)."""
+    header = resource_dir("runtime_c") / "gemm" / "gemm_config.h"
+    text = header.read_text()
+    ops = {ast.LShift: operator.lshift, ast.Mult: operator.mul, ast.Add: operator.add, ast.Sub: operator.sub}
+
+    def value(node):   # numbers, parentheses, <<, *, +, -: what the header writes, e.g. (1 << 18)
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.BinOp) and type(node.op) in ops:
+            return ops[type(node.op)](value(node.left), value(node.right))
+        raise ValueError(ast.dump(node))
+
+    out = []
+    for name in names:
+        m = re.search(rf"^#define\s+{name}\s+(.+?)\s*(?:/\*.*)?$", text, re.M)
+        try:
+            out.append(value(ast.parse(m[1], mode="eval").body))
+        except (TypeError, SyntaxError, ValueError):
+            raise BuildError(f"{header}: no integer #define {name}") from None
+    return tuple(out)
+
+
+# The GEMM's small-M path (runtime_c/gemm/gemm_config.h: MXCC_GEMM_SMALLM_MAX rows of A, MXCC_GEMM_SMALLM_MAX_A
+# floats of A): C = A . W^T reads W's rows unpacked, so packing W at bind time would not be used.
+GEMM_SMALL_M, GEMM_SMALL_M_A = _gemm_config("MXCC_GEMM_SMALLM_MAX", "MXCC_GEMM_SMALLM_MAX_A")
+
+
+def gemm_small_m(m: int, k: int, trans_a: bool, trans_b: bool) -> bool:
+    """Whether mxcc_gemm_f32 runs op(A) (m x k) . op(B) by its small-M path: mxcc_gemm_small_m in
+    runtime_c/gemm/gemm_f32.c, the same condition (tests/runtime/test_gemm_small_m.py compares them)."""
+    return m <= GEMM_SMALL_M and m * k <= GEMM_SMALL_M_A and not trans_a and trans_b
 
 
 # One row (batch-1 inference) reads a constant weight packed at bind time too, through
@@ -33,10 +68,10 @@ def small_m_packed(m: int) -> bool:
     return m <= SMALL_M_PACKED
 
 
-def prepack_pays(m: int, trans_b: bool) -> bool:
-    """Whether packing B once at bind time saves work: the GEMM packs its B per call, or one row reads the
-    panels with mxcc_gemm_f32_small_m_packed_b."""
-    return small_m_packed(m) or not (trans_b and m <= GEMM_SMALL_M)
+def prepack_pays(m: int, trans_b: bool, k: int, trans_a: bool = False) -> bool:
+    """Whether packing B once at bind time saves work: the GEMM (op(A) m x k) packs its B per call, not taking
+    its small-M path, or one row reads the panels with mxcc_gemm_f32_small_m_packed_b."""
+    return small_m_packed(m) or not gemm_small_m(m, k, trans_a, trans_b)
 
 
 @dataclass(frozen=True)
@@ -83,7 +118,7 @@ def _lower(a: FCAttrs, ctx):
     return "kernels/gemm.c.j2", dict(
         m=m, n=a.num_hidden, k=k, trans_a="MXCC_NO_TRANS", trans_b="MXCC_TRANS",
         a="data", lda=k, b="weight", ldb=k, c="out", ldc=a.num_hidden, small_m=small_m_packed(m),
-        bp=ctx.packed_input("weight", gemm_pack_b(k, a.num_hidden, trans=True)) if prepack_pays(m, True) else None,
+        bp=ctx.packed_input("weight", gemm_pack_b(k, a.num_hidden, trans=True)) if prepack_pays(m, True, k) else None,
         epilogue=ctx.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=False, ld_residual=a.num_hidden),
         what=f"out[{m},{a.num_hidden}] = data[{m},{k}] . weight[{a.num_hidden},{k}]^T",
     )

@@ -32,32 +32,25 @@
  */
 
 #include "mxcc_conv.h"
+#include "conv_internal.h"
 #include "gemm/gemm_internal.h"
 #include "gemm/epilogue_simd.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#include <immintrin.h>
-#endif
+#include "../parallel.h"
+#include "../simd.h"
 
 /* MR_STEP: the tile heights compiled, for weight panels shorter than MR (panel_rows: O = 64 with MR = 12 is
  * four panels of 12 rows and two of 8) */
 #if defined(__AVX512F__)
 #define MR 12
 #define MR_STEP 4
-#define VL 16
 #elif defined(__AVX2__) && defined(__FMA__)
 #define MR 6
 #define MR_STEP 2
-#define VL 8
 #else
 #define MR 4
 #define MR_STEP 4
-#define VL 8
 #endif
+#define VL MXCC_SIMD_SIZE_F32   /* lanes of the build's vector (simd.h): 16, 8, 8 */
 #define NV 2
 #define NR (NV * VL)            /* pixels per tile */
 #define NR_MAX 32               /* the widest NR of any build: sizes the scratch */
@@ -76,8 +69,6 @@
 #ifndef PW_BLOCK_FLOATS
 #define PW_BLOCK_FLOATS (64 * 1024)
 #endif
-
-static inline long round16(long n) { return (n + 15) / 16 * 16; }   /* floats -> a multiple of 64 bytes */
 
 /* The output channels of weight panel b: [*o0, *o0 + *h). ceil(O / MR) panels share the rows in steps of
  * MR_STEP as evenly as they go, the taller first: O = 64 on AVX-512 is 12, 12, 12, 12, 8, 8, not five
@@ -128,15 +119,11 @@ static long block_panels(long C)
     return b < 1 ? 1 : b;
 }
 
-static long thread_floats(long C) { return round16(C * NR_MAX); }   /* one copied panel: a block's last */
+static long thread_floats(long C) { return mxcc_round16(C * NR_MAX); }   /* one copied panel: a block's last */
 
 long mxcc_conv1x1_scratch_floats(int C, int max_threads)
 {
-#ifdef _OPENMP
-    if (max_threads <= 0) max_threads = omp_get_max_threads();
-#endif
-    if (max_threads < 1) max_threads = 1;
-    return (long)max_threads * thread_floats(C);
+    return (long)mxcc_scratch_threads(max_threads) * thread_floats(C);
 }
 
 /* bp (C, NR) = pixels [p0, p0 + np) of x (C, P), np < NR (an image's last panel), zero past np. A row is one
@@ -145,8 +132,7 @@ static void pack_pixels(long C, long P, const float *restrict x, long p0, int np
 {
     x += p0;
 #if defined(__AVX512F__)
-    const __mmask16 k0 = np >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << np) - 1);
-    const __mmask16 k1 = np >= 32 ? (__mmask16)0xFFFF : np > 16 ? (__mmask16)((1u << (np - 16)) - 1) : 0;
+    const __mmask16 k0 = mxcc_tail_f32x16(np), k1 = mxcc_tail_f32x16(np - 16);
     for (long c = 0; c < C; c++) {
         _mm512_storeu_ps(bp + c * NR, _mm512_maskz_loadu_ps(k0, x + c * P));
         _mm512_storeu_ps(bp + c * NR + 16, _mm512_maskz_loadu_ps(k1, x + c * P + 16));
@@ -184,8 +170,7 @@ typedef struct tile_ep {
 #if defined(__AVX2__) && defined(__FMA__)   /* also in AVX-512 builds: the quarter-width tile */
 /* The full tiles' common epilogues in straight-line code (no per-vector tests, accumulators kept in registers;
  * 32->64@112, 1 thread: 598 -> 558 us): y[r, :] = relu?(acc[r] * mul[r] + add[r]), a NULL mul / add not
- * applied, the operations and their order those of the general epilogue. max(a, 0) gives +0 for NaN and -0 as
- * the mask form of mxcc_act_f32x8 / x16 does. */
+ * applied, the operations and their order those of the general epilogue. */
 static inline __attribute__((always_inline)) void store256(int mr, int nv, __m256 acc[MR][NV], float *restrict y,
                                                         long ldy, const float *mul, const float *add, int relu)
 {
@@ -196,7 +181,7 @@ static inline __attribute__((always_inline)) void store256(int mr, int nv, __m25
             __m256 a = acc[r][v];
             if (mul) a = _mm256_mul_ps(a, s);
             if (add) a = _mm256_add_ps(a, t);
-            if (relu) a = _mm256_max_ps(a, _mm256_setzero_ps());
+            if (relu) a = mxcc_relu_f32x8(a);
             _mm256_storeu_ps(y + r * ldy + 8 * v, a);
         }
     }
@@ -222,7 +207,6 @@ static inline __attribute__((always_inline)) void tile256(int mr, int nv, long C
             UNROLLED for (int v = 0; v < nv; v++) acc[r][v] = _mm256_fmadd_ps(w, b[v], acc[r][v]);
         }
     }
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     /* the epilogue's operands in locals: the stores to y could otherwise alias *e and reload them per vector */
     const float *const scale = e->scale, *const shift = e->shift, *const bias = e->bias, *const res = e->res;
     const long ld = e->ld;
@@ -241,7 +225,7 @@ general:   /* unrolled with tests, not loops to m and n: acc is indexed by const
         UNROLLED for (int v = 0; v < nv; v++) {
             const int left = n - 8 * v;
             if (r >= m || left <= 0) continue;
-            const __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), lane);
+            const __m256i k = mxcc_tail_f32x8(left);
             __m256 a = acc[r][v];
             if (scale) a = _mm256_mul_ps(a, _mm256_set1_ps(scale[r]));
             if (shift) a = _mm256_add_ps(a, _mm256_set1_ps(shift[r]));
@@ -267,7 +251,7 @@ static inline __attribute__((always_inline)) void store512(int mr, int nv, __m51
             __m512 a = acc[r][v];
             if (mul) a = _mm512_mul_ps(a, s);
             if (add) a = _mm512_add_ps(a, t);
-            if (relu) a = _mm512_max_ps(a, _mm512_setzero_ps());
+            if (relu) a = mxcc_relu_f32x16(a);
             _mm512_storeu_ps(y + r * ldy + 16 * v, a);
         }
     }
@@ -314,13 +298,13 @@ general:   /* as in tile256 */
         UNROLLED for (int v = 0; v < nv; v++) {
             const int left = n - 16 * v;
             if (r >= m || left <= 0) continue;
-            const __mmask16 k = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+            const __mmask16 k = mxcc_tail_f32x16(left);
             __m512 a = acc[r][v];
             if (scale) a = _mm512_mul_ps(a, _mm512_set1_ps(scale[r]));
             if (shift) a = _mm512_add_ps(a, _mm512_set1_ps(shift[r]));
             if (bias) a = _mm512_add_ps(a, _mm512_set1_ps(bias[r]));
             if (res) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(k, res + r * ld + 16 * v));
-            a = mxcc_act_f32x16(act, alpha, lo, hi, a);
+            a = mxcc_act_f32(act, alpha, lo, hi, a);   /* the build's vector: 16 lanes */
             _mm512_mask_storeu_ps(y + r * ldy + 16 * v, k, a);
         }
     }
@@ -351,13 +335,7 @@ static inline void tile(int mr, int nv, long C, const float *restrict wp, const 
             if (e->shift) a += e->shift[r];
             if (e->bias) a += e->bias[r];
             if (e->res) a += e->res[r * e->ld + j];
-            switch (e->act) {
-            case MXCC_ACT_RELU: a = a > 0.0f ? a : 0.0f; break;
-            case MXCC_ACT_LEAKY: a = a > 0.0f ? a : e->alpha * a; break;
-            case MXCC_ACT_CLIP: a = a < e->lo ? e->lo : (a > e->hi ? e->hi : a); break;
-            default: break;
-            }
-            yr[j] = a;
+            yr[j] = mxcc_act_f32x1((mxcc_act)e->act, e->alpha, e->lo, e->hi, a);
         }
     }
 }
@@ -403,16 +381,6 @@ static tile_fn *const TILES[][WIDTHS] = {{t4h, t4f}};
 #define COL_MAX 5
 #define COL_SPLIT(t) ((t) == 1 ? 4 : (t) <= 3 ? 2 : 1)
 
-static inline float act_scalar(const tile_ep *e, float a)
-{
-    switch (e->act) {
-    case MXCC_ACT_RELU: return a > 0.0f ? a : 0.0f;
-    case MXCC_ACT_LEAKY: return a > 0.0f ? a : e->alpha * a;
-    case MXCC_ACT_CLIP: return a < e->lo ? e->lo : (a > e->hi ? e->hi : a);
-    default: return a;
-    }
-}
-
 static inline __attribute__((always_inline)) void cols(int t, long C, const float *restrict wp,
                                                        const float *restrict bp, int m, float *restrict y,
                                                        long ldy, const tile_ep *e)
@@ -421,7 +389,7 @@ static inline __attribute__((always_inline)) void cols(int t, long C, const floa
     const int S = COL_SPLIT(t);
     const long C0 = C / S * S;   /* channels [0, C0) in the S chains, then the rest in chain 0 */
 #if defined(__AVX512F__)
-    const __mmask16 rows = (__mmask16)((1u << MR) - 1);
+    const __mmask16 rows = mxcc_tail_f32x16(MR);
     __m512 a[4][COL_MAX];   /* a[s][j]: chain s of pixel j */
     UNROLLED for (int s = 0; s < S; s++)
         UNROLLED for (int j = 0; j < t; j++) a[s][j] = _mm512_setzero_ps();
@@ -441,7 +409,7 @@ static inline __attribute__((always_inline)) void cols(int t, long C, const floa
         _mm512_storeu_ps(acc[j], a[0][j]);
     }
 #elif defined(__AVX2__) && defined(__FMA__)
-    const __m256i rows = _mm256_cmpgt_epi32(_mm256_set1_epi32(MR), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i rows = mxcc_tail_f32x8(MR);
     __m256 a[4][COL_MAX];
     UNROLLED for (int s = 0; s < S; s++)
         UNROLLED for (int j = 0; j < t; j++) a[s][j] = _mm256_setzero_ps();
@@ -475,7 +443,7 @@ static inline __attribute__((always_inline)) void cols(int t, long C, const floa
             if (e->shift) v += e->shift[r];
             if (e->bias) v += e->bias[r];
             if (e->res) v += e->res[r * e->ld + j];
-            y[r * ldy + j] = act_scalar(e, v);
+            y[r * ldy + j] = mxcc_act_f32x1((mxcc_act)e->act, e->alpha, e->lo, e->hi, v);
         }
 }
 
@@ -587,9 +555,8 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
                 }
                 panel(C, w, src, m, np, y, P, &e);
                 if (ep && !mxcc_act_in_registers(ep->act)) {   /* sigmoid, tanh, ...: on the stored tile */
-                    mxcc_epilogue act = {0};
-                    act.act = ep->act;
-                    mxcc_epilogue_apply_f32(&act, y, (int)P, 0, 0, m, np);
+                    for (int r = 0; r < m; r++)
+                        mxcc_act_apply_f32(ep->act, ep->alpha, ep->lo, ep->hi, y + (long)r * P, np);
                 }
             }
         }
@@ -630,15 +597,8 @@ void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const floa
     const long units = (long)batch * panels;
     const problem pb = {C, P, O, panels, x, wp, ep && !mxcc_epilogue_is_noop(ep) ? ep : NULL, y};
     const long per_thread = thread_floats(C);
-    int nt = 1;
-#ifdef _OPENMP
-    if (parallel && !omp_in_parallel()) {
-        /* as many threads as get MIN_FLOPS_PER_THREAD each (the fork costs a few us) */
-        const double fit = 2.0 * batch * P * (double)O * C / MXCC_GEMM_MIN_FLOPS_PER_THREAD;
-        nt = omp_get_max_threads();
-        if (fit < nt) nt = fit < 1 ? 1 : (int)fit;
-    }
-#endif
+    /* as many threads as get MIN_FLOPS_PER_THREAD each (parallel.h) */
+    const int nt = mxcc_threads_for_call(parallel, 2.0 * batch * P * (double)O * C);
     if (nt == 1) {
         run_range(&pb, scratch, 0, units, 0, nb);
         return;
@@ -649,23 +609,19 @@ void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const floa
     const long last = P - (long)(panels - 1) * NR, tail = panel_cost((int)last);
     long busiest = 0;
     for (int t = 0; t < nt; t++) {
-        const long c = units_cost(units * t / nt, units * (t + 1) / nt, panels, tail);
+        const long c = units_cost(mxcc_split_at(units, nt, t), mxcc_split_at(units, nt, t + 1), panels, tail);
         if (c > busiest) busiest = c;
     }
     const long by_pixels = busiest * nb, by_weights = units_cost(0, units, panels, tail) * ((nb + nt - 1) / nt);
     const int split_pixels = by_pixels <= by_weights;
 #pragma omp parallel num_threads(nt)
     {
-        int team = 1, tid = 0;
-#ifdef _OPENMP
-        team = omp_get_num_threads();
-        tid = omp_get_thread_num();
-#endif
+        const int team = mxcc_num_threads(), tid = mxcc_thread_num();
         float *s = scratch + tid * per_thread;
         if (split_pixels) {
-            run_range(&pb, s, units * tid / team, units * (tid + 1) / team, 0, nb);
+            run_range(&pb, s, mxcc_split_at(units, team, tid), mxcc_split_at(units, team, tid + 1), 0, nb);
         } else {
-            const int b0 = (int)((long)nb * tid / team), b1 = (int)((long)nb * (tid + 1) / team);
+            const int b0 = (int)mxcc_split_at(nb, team, tid), b1 = (int)mxcc_split_at(nb, team, tid + 1);
             if (b1 > b0) run_range(&pb, s, 0, units, b0, b1);
         }
     }

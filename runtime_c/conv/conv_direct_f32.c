@@ -30,15 +30,11 @@
 #include <string.h>
 
 #include "mxcc_conv.h"
+#include "conv_internal.h"
 #include "gemm/gemm_internal.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#include <immintrin.h>
-#endif
+#include "gemm/epilogue_simd.h"
+#include "../parallel.h"
+#include "../simd.h"
 
 #define OPAD MXCC_CONV_DIRECT_OB   /* the packed weight's channel rounding; every OB below divides it */
 
@@ -50,101 +46,23 @@
 #define CONV_DIRECT_STAGE_BYTES (48 * 1024)
 #endif
 
-/* ---- vector layer: V lanes, the few operations the kernel needs ------------------------------------------ */
+/* ---- the register tile per ISA (the vector operations: simd.h) ------------------------------------------- */
+#define V MXCC_SIMD_SIZE_F32   /* lanes: 16 AVX-512, 8 AVX2 and plain C */
 #if defined(__AVX512F__)
 /* 8 x 3 tile: 24 accumulators + 3 input vectors of 32 zmm registers; the broadcasts are FMA memory operands */
-#define V 16
 #define OB 8
 #define NV 3
-typedef __m512 vec;
-static inline vec v_zero(void) { return _mm512_setzero_ps(); }
-static inline vec v_load(const float *p) { return _mm512_loadu_ps(p); }
-static inline vec v_fma_bcast(const float *w, vec x, vec acc) { return _mm512_fmadd_ps(_mm512_set1_ps(*w), x, acc); }
-static inline vec v_mul_s(vec v, float s) { return _mm512_mul_ps(v, _mm512_set1_ps(s)); }
-static inline vec v_add_s(vec v, float s) { return _mm512_add_ps(v, _mm512_set1_ps(s)); }
-static inline vec v_add(vec a, vec b) { return _mm512_add_ps(a, b); }
-static inline __mmask16 lanes(int n) { return (__mmask16)((1u << n) - 1); }
-static inline vec v_load_n(const float *p, int n) { return _mm512_maskz_loadu_ps(lanes(n), p); }
-static inline void v_store_n(float *p, vec v, int n) { _mm512_mask_storeu_ps(p, lanes(n), v); }
-static inline void v_store(float *p, vec v) { _mm512_storeu_ps(p, v); }
-static inline vec v_relu(vec v)   /* v > 0 ? v : 0 (NaN -> 0, as the scalar epilogue) */
-{
-    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ), v);
-}
-static inline vec v_leaky(vec v, float a)
-{
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ), v_mul_s(v, a), v);
-}
-static inline vec v_clip(vec v, float lo, float hi)   /* v < lo ? lo : (v > hi ? hi : v) */
-{
-    const __m512 l = _mm512_set1_ps(lo), h = _mm512_set1_ps(hi);
-    const __mmask16 below = _mm512_cmp_ps_mask(v, l, _CMP_LT_OQ);
-    v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, h, _CMP_GT_OQ), v, h);
-    return _mm512_mask_blend_ps(below, v, l);
-}
 #elif defined(__AVX2__) && defined(__FMA__)
 /* 4 x 3 tile: 12 accumulators + 3 input vectors + 1 broadcast = the 16 ymm registers */
-#define V 8
 #define OB 4
 #define NV 3
-typedef __m256 vec;
-static inline vec v_zero(void) { return _mm256_setzero_ps(); }
-static inline vec v_load(const float *p) { return _mm256_loadu_ps(p); }
-static inline vec v_fma_bcast(const float *w, vec x, vec acc) { return _mm256_fmadd_ps(_mm256_broadcast_ss(w), x, acc); }
-static inline vec v_mul_s(vec v, float s) { return _mm256_mul_ps(v, _mm256_set1_ps(s)); }
-static inline vec v_add_s(vec v, float s) { return _mm256_add_ps(v, _mm256_set1_ps(s)); }
-static inline vec v_add(vec a, vec b) { return _mm256_add_ps(a, b); }
-static inline __m256i lanes(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
-static inline vec v_load_n(const float *p, int n) { return _mm256_maskload_ps(p, lanes(n)); }
-static inline void v_store_n(float *p, vec v, int n) { _mm256_maskstore_ps(p, lanes(n), v); }
-static inline void v_store(float *p, vec v) { _mm256_storeu_ps(p, v); }
-static inline vec v_relu(vec v) { return _mm256_and_ps(v, _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ)); }
-static inline vec v_leaky(vec v, float a)
-{
-    return _mm256_blendv_ps(v_mul_s(v, a), v, _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ));
-}
-static inline vec v_clip(vec v, float lo, float hi)
-{
-    const __m256 l = _mm256_set1_ps(lo), h = _mm256_set1_ps(hi);
-    const __m256 below = _mm256_cmp_ps(v, l, _CMP_LT_OQ);
-    v = _mm256_blendv_ps(v, h, _mm256_cmp_ps(v, h, _CMP_GT_OQ));
-    return _mm256_blendv_ps(v, l, below);
-}
 #else
-/* plain C: 8 lanes in a struct (the compiler keeps them in SSE registers where it can) */
-#define V 8
+/* plain C: simd.h's 8 lanes in a struct (the compiler keeps them in SSE registers where it can) */
 #define OB 4
 #define NV 2
-typedef struct { float f[V]; } vec;
-static inline vec v_zero(void) { vec r; for (int i = 0; i < V; i++) r.f[i] = 0.0f; return r; }
-static inline vec v_load(const float *p) { vec r; memcpy(r.f, p, sizeof r.f); return r; }
-static inline vec v_fma_bcast(const float *w, vec x, vec acc)
-{
-    for (int i = 0; i < V; i++) acc.f[i] += *w * x.f[i];
-    return acc;
-}
-static inline vec v_mul_s(vec v, float s) { for (int i = 0; i < V; i++) v.f[i] *= s; return v; }
-static inline vec v_add_s(vec v, float s) { for (int i = 0; i < V; i++) v.f[i] += s; return v; }
-static inline vec v_add(vec a, vec b) { for (int i = 0; i < V; i++) a.f[i] += b.f[i]; return a; }
-static inline vec v_load_n(const float *p, int n) { vec r = v_zero(); memcpy(r.f, p, (size_t)n * sizeof(float)); return r; }
-static inline void v_store_n(float *p, vec v, int n) { memcpy(p, v.f, (size_t)n * sizeof(float)); }
-static inline void v_store(float *p, vec v) { memcpy(p, v.f, sizeof v.f); }
-static inline vec v_relu(vec v) { for (int i = 0; i < V; i++) v.f[i] = v.f[i] > 0.0f ? v.f[i] : 0.0f; return v; }
-static inline vec v_leaky(vec v, float a)
-{
-    for (int i = 0; i < V; i++) v.f[i] = v.f[i] > 0.0f ? v.f[i] : a * v.f[i];
-    return v;
-}
-static inline vec v_clip(vec v, float lo, float hi)
-{
-    for (int i = 0; i < V; i++) v.f[i] = v.f[i] < lo ? lo : (v.f[i] > hi ? hi : v.f[i]);
-    return v;
-}
 #endif
 
 /* ---- the layer's plan: staging geometry and work split, a function of the geometry only ------------------- */
-
-static inline long round16(long n) { return (n + 15) / 16 * 16; }   /* floats -> a multiple of 64 bytes */
 
 typedef struct plan {
     int C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
@@ -166,7 +84,7 @@ static plan make_plan(const mxcc_conv_geom *g, int O)
     p.KH = g->k[1]; p.KW = g->k[2]; p.sh = g->stride[1]; p.sw = g->stride[2];
     p.ph = g->pad[1]; p.pw = g->pad[2]; p.dh = g->dilate[1]; p.dw = g->dilate[2];
     p.nvr = (p.OW + V - 1) / V;
-    p.L = (int)round16(p.nvr * V + (p.KW - 1) * p.dw / p.sw);
+    p.L = (int)mxcc_round16(p.nvr * V + (p.KW - 1) * p.dw / p.sw);
     p.K = (long)p.C * p.KH * p.KW;
     /* Row mode computes nvr*V lanes per row for OW pixels: LeNet's OW = 24 uses 24 of 32 lanes. With row
      * stride 1, staging KW column-shifted copies of each row with row pitch OW makes the block's pixels one
@@ -186,17 +104,13 @@ static plan make_plan(const mxcc_conv_geom *g, int O)
 }
 
 /* Per thread: the staging buffer, the tap table (K ints), a padded row (sw*L). */
-static long thread_floats(const plan *p) { return round16(p->stage) + round16(p->K) + (long)p->sw * p->L; }
+static long thread_floats(const plan *p) { return mxcc_round16(p->stage) + mxcc_round16(p->K) + (long)p->sw * p->L; }
 
 long mxcc_conv_direct_scratch_floats(const mxcc_conv_geom *g, int batch, int O, int max_threads)
 {
     (void)batch;
     const plan p = make_plan(g, O);
-#ifdef _OPENMP
-    if (max_threads <= 0) max_threads = omp_get_max_threads();
-#endif
-    if (max_threads < 1) max_threads = 1;
-    return (long)max_threads * thread_floats(&p);
+    return (long)mxcc_scratch_threads(max_threads) * thread_floats(&p);
 }
 
 void mxcc_conv_direct_pack_f32(int K, int O, const float *w, float *wp)
@@ -219,24 +133,12 @@ void mxcc_conv_direct_scale_packed_f32(int K, int O, float *wp, const float *sca
  * so whole vectors fill each phase exactly. */
 static void deinterleave(const float *restrict t, int sw, int L, float *restrict d)
 {
-#if defined(__AVX512F__)
-    if (sw == 2) {   /* two loads, an even-lane and an odd-lane permute per 16 outputs of each phase */
-        const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-        for (int j = 0; j < L; j += 16) {
-            const __m512 a = _mm512_loadu_ps(t + 2 * j), b = _mm512_loadu_ps(t + 2 * j + 16);
-            _mm512_storeu_ps(d + j, _mm512_permutex2var_ps(a, even, b));
-            _mm512_storeu_ps(d + L + j, _mm512_permutex2var_ps(a, odd, b));
-        }
-        return;
-    }
-#elif defined(__AVX2__) && defined(__FMA__)
-    if (sw == 2) {   /* in-lane shuffles pick the even/odd elements, a 64-bit permute puts the halves in order */
-        for (int j = 0; j < L; j += 8) {
-            const __m256 a = _mm256_loadu_ps(t + 2 * j), b = _mm256_loadu_ps(t + 2 * j + 8);
-            const __m256 e = _mm256_shuffle_ps(a, b, 0x88), o = _mm256_shuffle_ps(a, b, 0xDD);
-            _mm256_storeu_ps(d + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
-            _mm256_storeu_ps(d + L + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8)));
+#if MXCC_SIMD_VECTOR
+    if (sw == 2) {   /* two loads, the even and the odd lanes (simd.h) per V outputs of each phase */
+        for (int j = 0; j < L; j += V) {
+            const mxcc_simd_f32 a = mxcc_loadu_f32(t + 2 * j), b = mxcc_loadu_f32(t + 2 * j + V);
+            mxcc_storeu_f32(d + j, mxcc_even_f32(a, b));
+            mxcc_storeu_f32(d + L + j, mxcc_odd_f32(a, b));
         }
         return;
     }
@@ -253,19 +155,17 @@ static inline __m512 padded16(const float *src, int i0, int lo, int hi, int pw)
     const int a = lo - i0 > 0 ? lo - i0 : 0, b = hi - i0 < 16 ? hi - i0 : 16;
     if (a >= b) return _mm512_setzero_ps();
     if (a == 0 && b == 16) return _mm512_loadu_ps(src + i0 - pw);
-    return _mm512_maskz_expandloadu_ps((__mmask16)(((1u << b) - 1) & ~((1u << a) - 1)), src + i0 + a - pw);
+    return _mm512_maskz_expandloadu_ps(mxcc_mask_lanes(a, b), src + i0 + a - pw);
 }
 
 /* d (2, L) = the two stride phases of the padded row straight from the image row src (W,): two loads and an
  * even/odd-lane permute per 16 outputs of each phase (the padded-row copy first cost 6% of MobileNet conv0). */
 static void stage_row_s2(const float *src, int lo, int hi, int pw, int L, float *restrict d)
 {
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
     for (int j = 0; j < L; j += 16) {
         const __m512 a = padded16(src, 2 * j, lo, hi, pw), b = padded16(src, 2 * j + 16, lo, hi, pw);
-        _mm512_storeu_ps(d + j, _mm512_permutex2var_ps(a, even, b));
-        _mm512_storeu_ps(d + L + j, _mm512_permutex2var_ps(a, odd, b));
+        mxcc_storeu_f32(d + j, mxcc_even_f32(a, b));
+        mxcc_storeu_f32(d + L + j, mxcc_odd_f32(a, b));
     }
 }
 #endif
@@ -369,23 +269,18 @@ static epi resolve_epilogue(const mxcc_epilogue *ep, long plane)
 }
 
 /* The epilogue on one accumulator (channel o, pixels px) and its masked store into y (C_out, OH*OW). */
-static inline __attribute__((always_inline)) void store_vec(const epi *e, vec a, pix px, int o, const float *res,
-                                                            float *restrict y)
+static inline __attribute__((always_inline)) void store_vec(const epi *e, mxcc_simd_f32 a, pix px, int o,
+                                                            const float *res, float *restrict y)
 {
-    if (e->sc) a = v_mul_s(a, e->sc[o]);
-    if (e->sh) a = v_add_s(a, e->sh[o]);
-    if (e->bi) a = v_add_s(a, e->bi[o]);
-    if (res) a = v_add(a, v_load_n(res + o * e->ld_res + px.at, px.n));
-    if (e->act == MXCC_ACT_RELU) a = v_relu(a);
-    else if (e->act == MXCC_ACT_LEAKY) a = v_leaky(a, e->alpha);
-    else if (e->act == MXCC_ACT_CLIP) a = v_clip(a, e->lo, e->hi);
+    if (e->sc) a = mxcc_mul_f32(a, mxcc_set1_f32(e->sc[o]));
+    if (e->sh) a = mxcc_add_f32(a, mxcc_set1_f32(e->sh[o]));
+    if (e->bi) a = mxcc_add_f32(a, mxcc_set1_f32(e->bi[o]));
+    if (res) a = mxcc_add_f32(a, mxcc_load_tail_f32(res + o * e->ld_res + px.at, px.n));
+    a = mxcc_act_f32(e->act, e->alpha, e->lo, e->hi, a);
     float *yo = y + o * e->plane + px.at;
-    v_store_n(yo, a, px.n);
-    if (e->act != MXCC_ACT_NONE && e->act != MXCC_ACT_RELU && e->act != MXCC_ACT_LEAKY && e->act != MXCC_ACT_CLIP) {
-        mxcc_epilogue only = {0};   /* sigmoid, tanh, ...: the scalar epilogue on the stored piece */
-        only.act = e->act;
-        mxcc_epilogue_apply_f32(&only, yo, px.n, 0, 0, 1, px.n);
-    }
+    mxcc_store_tail_f32(yo, a, px.n);
+    if (!mxcc_act_in_registers(e->act))   /* sigmoid, tanh, ...: the scalar activation on the stored piece */
+        mxcc_act_apply_f32(e->act, e->alpha, e->lo, e->hi, yo, px.n);
 }
 
 /* y[o0 + j, px[v]] = epilogue(sum over taps t of w[t, j] * buf[tap[t] + vb[v] + lane]) for nn <= ob channels
@@ -396,7 +291,7 @@ static inline __attribute__((always_inline)) void tile(const float *restrict buf
                                                        int nv, const epi *e, const pix *px, int o0, int nn,
                                                        const float *res, float *restrict y)
 {
-    vec a[OB][NV];
+    mxcc_simd_f32 a[OB][NV];
     /* Prefetch the tile's output lines for writing: in a network the output is cold (the arena was walked by
      * the other layers), and its read-for-ownership then overlaps the taps instead of the stores. MobileNet
      * conv0 with an output not in cache (C driver, 1 thread, best of 6 alternating): 298 -> 286 us.
@@ -406,19 +301,19 @@ static inline __attribute__((always_inline)) void tile(const float *restrict buf
     for (int j = 0; j < ob; j++)
 #pragma GCC unroll 4
         for (int v = 0; v < nv; v++) {
-            a[j][v] = v_zero();
+            a[j][v] = mxcc_zero_f32();
             if (j < nn) __builtin_prefetch(y + (o0 + j) * e->plane + px[v].at, 1, 3);
         }
     for (long t = 0; t < K; t++) {
         const float *xt = buf + tap[t];
         const float *wt = w + t * op;   /* (OB,) this tap's weights */
-        vec xv[NV];
+        mxcc_simd_f32 xv[NV];
 #pragma GCC unroll 4
-        for (int v = 0; v < nv; v++) xv[v] = v_load(xt + vb[v]);
+        for (int v = 0; v < nv; v++) xv[v] = mxcc_loadu_f32(xt + vb[v]);
 #pragma GCC unroll 8
         for (int j = 0; j < ob; j++)
 #pragma GCC unroll 4
-            for (int v = 0; v < nv; v++) a[j][v] = v_fma_bcast(wt + j, xv[v], a[j][v]);
+            for (int v = 0; v < nv; v++) a[j][v] = mxcc_fmadd_f32(mxcc_set1_f32(wt[j]), xv[v], a[j][v]);
     }
     /* Full tiles with the common epilogues (BatchNorm or bias, then relu or nothing) in straight-line code:
      * one test per tile, not per vector (MobileNet conv0, C driver, 1 thread, best of 3000: 278 -> 257 us in
@@ -435,11 +330,11 @@ static inline __attribute__((always_inline)) void tile(const float *restrict buf
             float *yo = y + (o0 + j) * e->plane;
 #pragma GCC unroll 4
             for (int v = 0; v < nv; v++) {
-                vec t = a[j][v];
-                if (mul) t = v_mul_s(t, mul[j]);
-                t = v_add_s(t, add[j]);
-                if (relu) t = v_relu(t);
-                v_store(yo + px[v].at, t);
+                mxcc_simd_f32 t = a[j][v];
+                if (mul) t = mxcc_mul_f32(t, mxcc_set1_f32(mul[j]));
+                t = mxcc_add_f32(t, mxcc_set1_f32(add[j]));
+                if (relu) t = mxcc_relu_f32(t);
+                mxcc_storeu_f32(yo + px[v].at, t);
             }
         }
         return;
@@ -480,8 +375,8 @@ static void run_items(const plan *p, int O, const float *x, const float *wp, con
                       float *s, long i0, long i1)
 {
     float *buf = s;   /* (C, rows_in, sw, L) staged rows, flat mode (C, KW, rows_in, OW) + V */
-    int *tap = (int *)(s + round16(p->stage));   /* (K,) */
-    float *row = s + round16(p->stage) + round16(p->K);   /* (sw*L,) */
+    int *tap = (int *)(s + mxcc_round16(p->stage));   /* (K,) */
+    float *row = s + mxcc_round16(p->stage) + mxcc_round16(p->K);   /* (sw*L,) */
     const int op = (O + OPAD - 1) / OPAD * OPAD;
     const long X = (long)p->C * p->H * p->W;
     tap_table(p, tap);
@@ -526,17 +421,9 @@ void mxcc_conv_direct_f32(const mxcc_conv_geom *g, int batch, int O, const float
     const epi e = resolve_epilogue(ep, (long)p.OH * p.OW);
     const long items = (long)batch * p.nrb * p.ncb;
     if (items == 0 || p.OW == 0) return;
-    int nt = 1;
-#ifdef _OPENMP
-    if (parallel && !omp_in_parallel()) {
-        /* as many threads as get MIN_FLOPS_PER_THREAD each (the fork costs a few us) */
-        const double flops = 2.0 * batch * O * (double)p.OH * p.OW * p.K;
-        const double fit = flops / MXCC_GEMM_MIN_FLOPS_PER_THREAD;
-        nt = omp_get_max_threads();
-        if (fit < nt) nt = fit < 1 ? 1 : (int)fit;
-        if (items < nt) nt = (int)items;
-    }
-#endif
+    /* as many threads as get MIN_FLOPS_PER_THREAD each (parallel.h), at most one per work item */
+    int nt = mxcc_threads_for_call(parallel, 2.0 * batch * O * (double)p.OH * p.OW * p.K);
+    if (items < nt) nt = (int)items;
     if (nt == 1) {
         run_items(&p, O, x, wp, &e, y, scratch, 0, items);
         return;
@@ -544,11 +431,8 @@ void mxcc_conv_direct_f32(const mxcc_conv_geom *g, int batch, int O, const float
     const long per_thread = thread_floats(&p);
 #pragma omp parallel num_threads(nt)
     {
-        int team = 1, tid = 0;
-#ifdef _OPENMP
-        team = omp_get_num_threads();
-        tid = omp_get_thread_num();
-#endif
-        run_items(&p, O, x, wp, &e, y, scratch + tid * per_thread, items * tid / team, items * (tid + 1) / team);
+        const int team = mxcc_num_threads(), tid = mxcc_thread_num();
+        run_items(&p, O, x, wp, &e, y, scratch + tid * per_thread, mxcc_split_at(items, team, tid),
+                  mxcc_split_at(items, team, tid + 1));
     }
 }

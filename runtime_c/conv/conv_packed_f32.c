@@ -28,16 +28,11 @@
 #include <string.h>
 
 #include "mxcc_conv.h"
+#include "conv_internal.h"
 #include "gemm/gemm_internal.h"
 #include "gemm/epilogue_simd.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#include "../parallel.h"
+#include "../simd.h"
 
 #define MR MXCC_GEMM_MR
 #define NR MXCC_GEMM_NR
@@ -55,8 +50,6 @@
 #define CONV_PACKED_KC 0
 #endif
 
-static inline long round16(long n) { return (n + 15) / 16 * 16; }   /* floats -> a multiple of 64 bytes */
-
 static inline long kdim(const mxcc_conv_geom *g)
 {
     return (long)g->channels * g->k[0] * g->k[1] * g->k[2];
@@ -73,7 +66,7 @@ static long block_panels(long K, long panels)
 /* Per-thread scratch: one block of packed A, then the block's C tiles for one weight panel. */
 static long thread_floats(long K, long panels)
 {
-    return round16(block_panels(K, panels) * MR * K) + round16(block_panels(K, panels) * MR * NR);
+    return mxcc_round16(block_panels(K, panels) * MR * K) + mxcc_round16(block_panels(K, panels) * MR * NR);
 }
 
 long mxcc_conv_packed_scratch_floats(const mxcc_conv_geom *g, int batch, int O, int max_threads)
@@ -81,27 +74,10 @@ long mxcc_conv_packed_scratch_floats(const mxcc_conv_geom *g, int batch, int O, 
     (void)O;
     const long P = (long)g->out[0] * g->out[1] * g->out[2];
     const long panels = ((long)batch * P + MR - 1) / MR;
-#ifdef _OPENMP
-    if (max_threads <= 0) max_threads = omp_get_max_threads();
-#endif
-    if (max_threads < 1) max_threads = 1;
-    return (long)max_threads * thread_floats(kdim(g), panels);
+    return (long)mxcc_scratch_threads(max_threads) * thread_floats(kdim(g), panels);
 }
 
 /* ---- gather: pixels [m0, m0 + mc) of the batch*P pixel range into packed A micro-panels ---------------- */
-
-/* Output positions o in [0, n_out) with 0 <= o * stride + off < n_in: [*lo, *hi) (empty: lo == hi). */
-static inline void valid_range(int n_out, int n_in, int stride, int off, int *lo, int *hi)
-{
-    int a = off >= 0 ? 0 : (-off + stride - 1) / stride;
-    int b = n_in - 1 - off < 0 ? 0 : (n_in - 1 - off) / stride + 1;
-    if (b > n_out) b = n_out;
-    if (a > b) a = b;
-    *lo = a;
-    *hi = b;
-}
-
-static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* d[0:len] = one piece of a micro-panel row (len <= MR): zeros, then the valid pixels [lo, hi) read from
  * the input row at xs[(i - lo) * stride] (xs: the input of pixel lo; unused when lo == hi), then zeros. */
@@ -124,8 +100,7 @@ static inline void put_piece(float *restrict d, int len, int lo, int hi, const f
         const __m512 v0 = _mm512_maskz_loadu_ps((__mmask16)((1u << (span < 16 ? span : 16)) - 1), xs);
         const __m512 v1 = span > 16 ? _mm512_maskz_loadu_ps((__mmask16)((1u << (span - 16)) - 1), xs + 16)
                                     : _mm512_setzero_ps();
-        const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        v = _mm512_maskz_expand_ps(valid, _mm512_permutex2var_ps(v0, even, v1));
+        v = _mm512_maskz_expand_ps(valid, mxcc_even_f32(v0, v1));
     } else {
         const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                                _mm512_set1_epi32(stride));
@@ -178,7 +153,7 @@ __attribute__((noinline)) static void gather_block(const mxcc_conv_geom *g, cons
     int lo_w[KW_CACHED], hi_w[KW_CACHED];
     tapview tv[TAPS_CACHED];
     for (int kw = 0; kw < KW && kw < KW_CACHED; kw++)
-        valid_range(OW, W, sw, kw * g->dilate[2] - g->pad[2], &lo_w[kw], &hi_w[kw]);
+        mxcc_conv_valid_range(OW, W, sw, kw * g->dilate[2] - g->pad[2], &lo_w[kw], &hi_w[kw]);
     for (long at = 0; at < mc;) {
         /* the piece starting at block pixel `at`: clipped at the end of its output row, of its micro-panel
          * and of the block */
@@ -206,10 +181,10 @@ __attribute__((noinline)) static void gather_block(const mxcc_conv_geom *g, cons
                             lo = lo_w[kw];
                             hi = hi_w[kw];
                         } else {
-                            valid_range(OW, W, sw, off_w, &lo, &hi);
+                            mxcc_conv_valid_range(OW, W, sw, off_w, &lo, &hi);
                         }
                     }
-                    const int a = clampi(lo, pc.ow0, pc.ow1), b = clampi(hi, a, pc.ow1);
+                    const int a = mxcc_conv_clampi(lo, pc.ow0, pc.ow1), b = mxcc_conv_clampi(hi, a, pc.ow1);
                     /* pieces [ow0, a) and [b, ow1) read the padding; [a, b) reads input row (id, ih) */
                     const long off = b > a ? ((long)id * H + ih) * W + (long)a * sw + off_w : 0;
                     if (taps <= TAPS_CACHED) {
@@ -295,8 +270,7 @@ __attribute__((noinline)) static void store_tile(const mxcc_epilogue *ep, const 
     const int has_ep = !mxcc_epilogue_is_noop(ep);
     const float *sc = has_ep ? ep->scale : NULL, *sh = has_ep ? ep->shift : NULL;
     const float *bi = has_ep ? ep->bias : NULL, *res = has_ep ? ep->residual : NULL;
-    const int slow_act = has_ep && ep->act != MXCC_ACT_NONE && ep->act != MXCC_ACT_RELU &&
-                         ep->act != MXCC_ACT_LEAKY && ep->act != MXCC_ACT_CLIP;
+    const int slow_act = has_ep && !mxcc_act_in_registers(ep->act);
     for (int h = 0; h * 16 < nn; h++) {
         __m512 r[16];
         for (int i = 0; i < 16; i++)
@@ -315,18 +289,16 @@ __attribute__((noinline)) static void store_tile(const mxcc_epilogue *ep, const 
                 /* the run's lanes moved down to lane 0 (a tile crossing an image boundary) */
                 __m512 w = u.r0 ? _mm512_maskz_compress_ps((__mmask16)(lm << u.r0), v) : v;
                 if (res) w = _mm512_add_ps(w, _mm512_maskz_loadu_ps(lm, res + (u.n * O + o) * ep->ld_residual + u.p0));
-                if (has_ep) w = mxcc_act_f32x16(ep->act, ep->alpha, ep->lo, ep->hi, w);
+                if (has_ep) w = mxcc_act_f32(ep->act, ep->alpha, ep->lo, ep->hi, w);
                 _mm512_mask_storeu_ps(y + (u.n * O + o) * P + u.p0, lm, w);
             }
         }
     }
-    if (slow_act) {
-        mxcc_epilogue act = {0};
-        act.act = ep->act; act.alpha = ep->alpha; act.lo = ep->lo; act.hi = ep->hi;
+    if (slow_act) {   /* sigmoid, tanh, ...: the scalar activation on the stored runs */
         for (int i = 0; i < nr; i++)
             for (int c = 0; c < nn; c++)
-                mxcc_epilogue_apply_f32(&act, y + (runs[i].n * O + o0 + c) * P + runs[i].p0, runs[i].len, 0, 0, 1,
-                                        runs[i].len);
+                mxcc_act_apply_f32(ep->act, ep->alpha, ep->lo, ep->hi, y + (runs[i].n * O + o0 + c) * P + runs[i].p0,
+                                   runs[i].len);
     }
 }
 #else
@@ -360,7 +332,7 @@ __attribute__((noinline)) static void store_tile(const mxcc_epilogue *ep, float 
         }
         if (res && act.act != MXCC_ACT_NONE) {   /* the activation after the residual */
             for (int c = 0; c < nn; c++)
-                mxcc_epilogue_apply_f32(&act, y + (u.n * O + o0 + c) * P + u.p0, u.len, 0, 0, 1, u.len);
+                mxcc_act_apply_f32(act.act, act.alpha, act.lo, act.hi, y + (u.n * O + o0 + c) * P + u.p0, u.len);
         }
     }
 }
@@ -375,7 +347,7 @@ static void run_range(const mxcc_conv_geom *g, int O, const float *x, const floa
     const long K = kdim(g), P = (long)g->out[0] * g->out[1] * g->out[2];
     const long panels = (M + MR - 1) / MR, bp = block_panels(K, panels);
     float *ap = s;                                   /* (bp, K, MR) packed A block */
-    float *cb = s + round16(bp * MR * K);            /* (bp, MR, NR) the block's C tiles for one q */
+    float *cb = s + mxcc_round16(bp * MR * K);            /* (bp, MR, NR) the block's C tiles for one q */
     /* K in slices of kc (evened out): the weight panel's slice (kc x NR) stays in L1 while every pixel
      * panel of the block meets it; the slicing depends on K only, so the sums' order does too */
     const long nk = CONV_PACKED_KC > 0 ? (K + CONV_PACKED_KC - 1) / CONV_PACKED_KC : 1;
@@ -411,34 +383,23 @@ void mxcc_conv_packed_f32(const mxcc_conv_geom *g, int batch, int O, const float
     const int nq = (O + NR - 1) / NR;
     const long per_thread = thread_floats(K, panels);
     if (M == 0 || O == 0) return;
-    int nt = 1;
-#ifdef _OPENMP
-    if (parallel && !omp_in_parallel()) {
-        /* as many threads as get MIN_FLOPS_PER_THREAD each (the fork costs a few us) */
-        const double flops = 2.0 * (double)M * O * K;
-        const double fit = flops / MXCC_GEMM_MIN_FLOPS_PER_THREAD;
-        nt = omp_get_max_threads();
-        if (fit < nt) nt = fit < 1 ? 1 : (int)fit;
-    }
-#endif
+    /* as many threads as get MIN_FLOPS_PER_THREAD each (parallel.h) */
+    const int nt = mxcc_threads_for_call(parallel, 2.0 * (double)M * O * K);
     if (nt == 1) {
         run_range(g, O, x, wp, ep, y, scratch, M, 0, panels, 0, nq);
         return;
     }
 #pragma omp parallel num_threads(nt)
     {
-        int team = 1, tid = 0;
-#ifdef _OPENMP
-        team = omp_get_num_threads();
-        tid = omp_get_thread_num();
-#endif
+        const int team = mxcc_num_threads(), tid = mxcc_thread_num();
         float *s = scratch + tid * per_thread;
         if (panels >= 2L * team) {
-            run_range(g, O, x, wp, ep, y, s, M, panels * tid / team, panels * (tid + 1) / team, 0, nq);
+            run_range(g, O, x, wp, ep, y, s, M, mxcc_split_at(panels, team, tid), mxcc_split_at(panels, team, tid + 1),
+                      0, nq);
         } else {
             /* too few pixel panels to share: each thread gathers them all and takes a share of the
              * weight panels */
-            const int q0 = (int)((long)nq * tid / team), q1 = (int)((long)nq * (tid + 1) / team);
+            const int q0 = (int)mxcc_split_at(nq, team, tid), q1 = (int)mxcc_split_at(nq, team, tid + 1);
             if (q1 > q0) run_range(g, O, x, wp, ep, y, s, M, 0, panels, q0, q1);
         }
     }

@@ -1,4 +1,4 @@
-/* mxcc convolution runtime: the parts of a convolution that are not a GEMM (runtime_c/conv/conv2d_f32.c).
+/* mxcc convolution runtime: the parts of a convolution that are not a GEMM, and the convolution kernels.
  *
  *   mxcc_im2col_f32            image (C, D, H, W) -> columns (C*KD*KH*KW, OD*OH*OW), so that
  *                              out (O, OD*OH*OW) = weight (O, C*KD*KH*KW) . columns   (one GEMM per group)
@@ -8,13 +8,20 @@
  *                              (mxcc/ops/convolution.py: COL_BLOCK_BYTES)
  *   mxcc_col2im_f32            the adjoint: columns summed back into an image (Deconvolution = W^T.X, col2im)
  *   mxcc_col2im_block_acc_f32  a block's columns added into an image (the blocked data gradient)
+ *                              (all four: conv/im2col_f32.c)
  *   mxcc_conv_depthwise_f32    direct depthwise convolution (groups == C_in == C_out), epilogue inline
+ *                              (conv/depthwise_f32.c: the driver; depthwise_rows_f32.c, depthwise_flat_f32.c: the
+ *                              vector kernels)
  *   mxcc_conv_depthwise_backward_f32   its gradients: data (a col2im-style scatter of ograd through the
  *                              kernel taps) and weight (per channel, summed over the batch)
+ *                              (conv/depthwise_backward_f32.c)
  *   mxcc_conv_epilogue_f32     the GEMM epilogue contract (mxcc_gemm.h) on channel planes (rows = channels)
+ *                              (conv/conv_epilogue_f32.c)
+ *   mxcc_conv_packed_f32, mxcc_conv1x1_f32, mxcc_conv_direct_f32   whole convolutions with weights packed at bind
+ *                              time (below, each with its file); Winograd: mxcc_winograd.h
  *
- * Every fast routine has a plain reference twin (`_ref`, same signature): the oracle of
- * tests/runtime/test_conv.py and nothing else.
+ * im2col, col2im and the depthwise kernels each have a plain reference twin (`_ref`, same signature): the
+ * oracles of tests/runtime/test_conv.py and nothing else.
  *
  * Geometry. The compiler writes one `mxcc_conv_geom` per layer as constants. Spatial arrays are
  * (depth, height, width); a 2-D convolution has in[0] = out[0] = k[0] = stride[0] = dilate[0] = 1 and

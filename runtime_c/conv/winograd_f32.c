@@ -29,10 +29,9 @@
 
 #include "mxcc_winograd.h"
 #include "gemm/gemm_internal.h"
-
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#include <immintrin.h>
-#endif
+#include "gemm/epilogue_simd.h"
+#include "../parallel.h"
+#include "../simd.h"
 
 #define MR MXCC_GEMM_MR
 #define NR MXCC_GEMM_NR
@@ -227,40 +226,23 @@ static long v_index(const plan *p, long t)
     return (t / MR) * p->C * MR + t % MR;
 }
 
-#if defined(__AVX512F__)
-#define VL 16
-typedef __m512 vf;
-#define vadd _mm512_add_ps
-#define vsub _mm512_sub_ps
-#define vfmadd(a, b, c) _mm512_fmadd_ps(_mm512_set1_ps(a), b, c)   /* a * b + c */
-#define vunpacklo _mm512_unpacklo_ps
-#define vunpackhi _mm512_unpackhi_ps
-#define vunpacklo_pd(a, b) _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)))
-#define vunpackhi_pd(a, b) _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)))
-#elif defined(__AVX2__) && defined(__FMA__)
-#define VL 8
-typedef __m256 vf;
-#define vadd _mm256_add_ps
-#define vsub _mm256_sub_ps
-#define vfmadd(a, b, c) _mm256_fmadd_ps(_mm256_set1_ps(a), b, c)
-#define vunpacklo _mm256_unpacklo_ps
-#define vunpackhi _mm256_unpackhi_ps
-#define vunpacklo_pd(a, b) _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(a), _mm256_castps_pd(b)))
-#define vunpackhi_pd(a, b) _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(a), _mm256_castps_pd(b)))
-#endif
+/* The vector transforms (simd.h): VL tiles (input) or output channels (output) at a time */
+#if MXCC_SIMD_VECTOR
+#define VL MXCC_SIMD_SIZE_F32
 
-#ifdef VL
 /* out[j] = B^T[j] . P for the 6 phase vectors P (one 6-vector per lane) */
-static inline __attribute__((always_inline)) void bt6(const vf P[6], vf out[6])
+static inline __attribute__((always_inline)) void bt6(const mxcc_simd_f32 P[6], mxcc_simd_f32 out[6])
 {
-    const vf a = vfmadd(-4.0f, P[2], P[4]), b = vfmadd(-4.0f, P[1], P[3]);
-    const vf c = vsub(P[4], P[2]), d = vsub(P[3], P[1]);
-    out[0] = vfmadd(4.0f, P[0], vfmadd(-5.0f, P[2], P[4]));
-    out[1] = vadd(a, b);
-    out[2] = vsub(a, b);
-    out[3] = vfmadd(2.0f, d, c);
-    out[4] = vfmadd(-2.0f, d, c);
-    out[5] = vfmadd(4.0f, P[1], vfmadd(-5.0f, P[3], P[5]));
+    const mxcc_simd_f32 k4 = mxcc_set1_f32(4.0f), km4 = mxcc_set1_f32(-4.0f), km5 = mxcc_set1_f32(-5.0f);
+    const mxcc_simd_f32 k2 = mxcc_set1_f32(2.0f), km2 = mxcc_set1_f32(-2.0f);
+    const mxcc_simd_f32 a = mxcc_fmadd_f32(km4, P[2], P[4]), b = mxcc_fmadd_f32(km4, P[1], P[3]);
+    const mxcc_simd_f32 c = mxcc_sub_f32(P[4], P[2]), d = mxcc_sub_f32(P[3], P[1]);
+    out[0] = mxcc_fmadd_f32(k4, P[0], mxcc_fmadd_f32(km5, P[2], P[4]));
+    out[1] = mxcc_add_f32(a, b);
+    out[2] = mxcc_sub_f32(a, b);
+    out[3] = mxcc_fmadd_f32(k2, d, c);
+    out[4] = mxcc_fmadd_f32(km2, d, c);
+    out[5] = mxcc_fmadd_f32(k4, P[1], mxcc_fmadd_f32(km5, P[3], P[5]));
 }
 
 /* The lanes of a group of tiles, cut where they cross a panel boundary: lane l of run r goes to
@@ -290,14 +272,14 @@ static runs runs_of(const plan *p, long t, int nl)
 #if defined(__AVX512F__)
 /* The phases P[m][l] = strip row[4 l + m], m = 0..5, for the 16 tiles of a group: 4 loads deinterleaved
  * by 2 two-source permutes per pair + 4 128-bit shuffles; phases 4 and 5 are 0 and 1 shifted by a tile. */
-static inline __attribute__((always_inline)) void phases16(const float *s, vf P[6])
+static inline __attribute__((always_inline)) void phases(const float *s, mxcc_simd_f32 P[6])
 {
     const __m512i i01 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
     const __m512i i23 = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
-    const vf a0 = _mm512_loadu_ps(s), a1 = _mm512_loadu_ps(s + 16);
-    const vf a2 = _mm512_loadu_ps(s + 32), a3 = _mm512_loadu_ps(s + 48);
-    const vf b01 = _mm512_permutex2var_ps(a0, i01, a1), b23 = _mm512_permutex2var_ps(a0, i23, a1);
-    const vf c01 = _mm512_permutex2var_ps(a2, i01, a3), c23 = _mm512_permutex2var_ps(a2, i23, a3);
+    const mxcc_simd_f32 a0 = _mm512_loadu_ps(s), a1 = _mm512_loadu_ps(s + 16);
+    const mxcc_simd_f32 a2 = _mm512_loadu_ps(s + 32), a3 = _mm512_loadu_ps(s + 48);
+    const mxcc_simd_f32 b01 = _mm512_permutex2var_ps(a0, i01, a1), b23 = _mm512_permutex2var_ps(a0, i23, a1);
+    const mxcc_simd_f32 c01 = _mm512_permutex2var_ps(a2, i01, a3), c23 = _mm512_permutex2var_ps(a2, i23, a3);
     P[0] = _mm512_shuffle_f32x4(b01, c01, 0x44);
     P[1] = _mm512_shuffle_f32x4(b01, c01, 0xEE);
     P[2] = _mm512_shuffle_f32x4(b23, c23, 0x44);
@@ -307,62 +289,44 @@ static inline __attribute__((always_inline)) void phases16(const float *s, vf P[
     P[5] = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(_mm512_set1_ps(s[65])),
                                                    _mm512_castps_si512(P[1]), 1));
 }
-
-static void strip_horizontal(const plan *p, const float *strip, int ntx, long t, float *vc, long xs)
-{
-    for (int l0 = 0; l0 < ntx; l0 += VL) {
-        const runs rs = runs_of(p, t + l0, (int)min_l(VL, ntx - l0));
-        __mmask16 mk[3];
-        for (int r = 0; r < rs.n; r++)
-            mk[r] = (__mmask16)(((1u << rs.hi[r]) - 1) & ~((1u << rs.lo[r]) - 1));
-        for (int i = 0; i < 6; i++) {
-            vf P[6], V[6];
-            phases16(strip + i * p->ws + 4 * l0, P);
-            bt6(P, V);
-            for (int j = 0; j < 6; j++) {
-                float *dst = vc + (i * 6 + j) * xs;
-                for (int r = 0; r < rs.n; r++)
-                    _mm512_mask_storeu_ps(dst + rs.off[r], mk[r], V[j]);
-            }
-        }
-    }
-}
 #elif defined(__AVX2__) && defined(__FMA__)
 /* The phases for 8 tiles: tiles (l, l + 4) paired in each vector, so that the 4x4 transposes within the
  * 128-bit lanes leave tiles 0..3 in lane 0 and 4..7 in lane 1; phases 4 and 5 by a lane rotation. */
-static inline __attribute__((always_inline)) void phases8(const float *s, vf P[6])
+static inline __attribute__((always_inline)) void phases(const float *s, mxcc_simd_f32 P[6])
 {
 #define LOAD2(lo, hi) _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(s + (lo))), _mm_loadu_ps(s + (hi)), 1)
-    const vf a0 = LOAD2(0, 16), a1 = LOAD2(4, 20), a2 = LOAD2(8, 24), a3 = LOAD2(12, 28);
+    const mxcc_simd_f32 a0 = LOAD2(0, 16), a1 = LOAD2(4, 20), a2 = LOAD2(8, 24), a3 = LOAD2(12, 28);
 #undef LOAD2
-    const vf t0 = _mm256_unpacklo_ps(a0, a1), t1 = _mm256_unpacklo_ps(a2, a3);
-    const vf t2 = _mm256_unpackhi_ps(a0, a1), t3 = _mm256_unpackhi_ps(a2, a3);
-    P[0] = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(t0), _mm256_castps_pd(t1)));
-    P[1] = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(t0), _mm256_castps_pd(t1)));
-    P[2] = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(t2), _mm256_castps_pd(t3)));
-    P[3] = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(t2), _mm256_castps_pd(t3)));
+    const mxcc_simd_f32 t0 = mxcc_unpacklo_f32(a0, a1), t1 = mxcc_unpacklo_f32(a2, a3);
+    const mxcc_simd_f32 t2 = mxcc_unpackhi_f32(a0, a1), t3 = mxcc_unpackhi_f32(a2, a3);
+    P[0] = mxcc_unpacklo_f32x2(t0, t1);
+    P[1] = mxcc_unpackhi_f32x2(t0, t1);
+    P[2] = mxcc_unpacklo_f32x2(t2, t3);
+    P[3] = mxcc_unpackhi_f32x2(t2, t3);
     const __m256i rot = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 7);
     P[4] = _mm256_blend_ps(_mm256_permutevar8x32_ps(P[0], rot), _mm256_broadcast_ss(s + 32), 0x80);
     P[5] = _mm256_blend_ps(_mm256_permutevar8x32_ps(P[1], rot), _mm256_broadcast_ss(s + 33), 0x80);
 }
+#endif
 
+#if MXCC_SIMD_VECTOR
+/* vc's panels = B^T d B of the strip's tiles, VL tiles at a time: their phases, the horizontal half, and one
+ * masked store per run of lanes within a panel (runs_of) */
 static void strip_horizontal(const plan *p, const float *strip, int ntx, long t, float *vc, long xs)
 {
-    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (int l0 = 0; l0 < ntx; l0 += VL) {
         const runs rs = runs_of(p, t + l0, (int)min_l(VL, ntx - l0));
-        __m256i mk[3];
+        mxcc_simd_mask mk[3];
         for (int r = 0; r < rs.n; r++)
-            mk[r] = _mm256_and_si256(_mm256_cmpgt_epi32(iota, _mm256_set1_epi32(rs.lo[r] - 1)),
-                                     _mm256_cmpgt_epi32(_mm256_set1_epi32(rs.hi[r]), iota));
+            mk[r] = mxcc_mask_lanes(rs.lo[r], rs.hi[r]);
         for (int i = 0; i < 6; i++) {
-            vf P[6], V[6];
-            phases8(strip + i * p->ws + 4 * l0, P);
+            mxcc_simd_f32 P[6], V[6];
+            phases(strip + i * p->ws + 4 * l0, P);
             bt6(P, V);
             for (int j = 0; j < 6; j++) {
                 float *dst = vc + (i * 6 + j) * xs;
                 for (int r = 0; r < rs.n; r++)
-                    _mm256_maskstore_ps(dst + rs.off[r], mk[r], V[j]);
+                    mxcc_store_mask_f32(dst + rs.off[r], V[j], mk[r]);
             }
         }
     }
@@ -557,23 +521,23 @@ typedef struct tile_ep {
  * One tile, channels [0, nch) of the block: mt = M at the tile (position xi at mt[xi * mxs + o]);
  * yo = y at (channel o0, row 4 ty, column 4 tx); nrows x ncols of the 4x4 are inside the image. */
 
-#ifdef VL
-static inline __attribute__((always_inline)) void at6(const vf m[6], vf y[4])
+#if MXCC_SIMD_VECTOR
+static inline __attribute__((always_inline)) void at6(const mxcc_simd_f32 m[6], mxcc_simd_f32 y[4])
 {
-    const vf a = vadd(m[1], m[2]), b = vsub(m[1], m[2]), c = vadd(m[3], m[4]), d = vsub(m[3], m[4]);
-    y[0] = vadd(vadd(m[0], a), c);
-    y[1] = vfmadd(2.0f, d, b);
-    y[2] = vfmadd(4.0f, c, a);
-    y[3] = vadd(vfmadd(8.0f, d, b), m[5]);
+    const mxcc_simd_f32 a = mxcc_add_f32(m[1], m[2]), b = mxcc_sub_f32(m[1], m[2]), c = mxcc_add_f32(m[3], m[4]), d = mxcc_sub_f32(m[3], m[4]);
+    y[0] = mxcc_add_f32(mxcc_add_f32(m[0], a), c);
+    y[1] = mxcc_fmadd_f32(mxcc_set1_f32(2.0f), d, b);
+    y[2] = mxcc_fmadd_f32(mxcc_set1_f32(4.0f), c, a);
+    y[3] = mxcc_add_f32(mxcc_fmadd_f32(mxcc_set1_f32(8.0f), d, b), m[5]);
 }
 
 /* y[i][q] = (A^T S)[i][q] for VL channels, S = M A (the caller's rows: s[i] = at6 of row i of M, computed
  * as each row is loaded: 36 loaded vectors would not fit the registers) */
-static inline __attribute__((always_inline)) void at_cols(const vf s[6][4], vf y[4][4])
+static inline __attribute__((always_inline)) void at_cols(const mxcc_simd_f32 s[6][4], mxcc_simd_f32 y[4][4])
 {
     UNROLLED for (int q = 0; q < 4; q++) {
-        const vf col[6] = {s[0][q], s[1][q], s[2][q], s[3][q], s[4][q], s[5][q]};
-        vf yq[4];
+        const mxcc_simd_f32 col[6] = {s[0][q], s[1][q], s[2][q], s[3][q], s[4][q], s[5][q]};
+        mxcc_simd_f32 yq[4];
         at6(col, yq);
         UNROLLED for (int i = 0; i < 4; i++)
             y[i][q] = yq[i];
@@ -582,20 +546,24 @@ static inline __attribute__((always_inline)) void at_cols(const vf s[6][4], vf y
 
 /* 4x4 transposes within each 128-bit lane: r[q] = pixel q of a row for the VL channels -> z[c'] lane k =
  * that row's 4 pixels for channel 4k + c' */
-static inline __attribute__((always_inline)) void lane_transpose4(const vf r[4], vf z[4])
+static inline __attribute__((always_inline)) void lane_transpose4(const mxcc_simd_f32 r[4], mxcc_simd_f32 z[4])
 {
-    const vf t0 = vunpacklo(r[0], r[1]), t1 = vunpacklo(r[2], r[3]);
-    const vf t2 = vunpackhi(r[0], r[1]), t3 = vunpackhi(r[2], r[3]);
-    z[0] = vunpacklo_pd(t0, t1);
-    z[1] = vunpackhi_pd(t0, t1);
-    z[2] = vunpacklo_pd(t2, t3);
-    z[3] = vunpackhi_pd(t2, t3);
+    const mxcc_simd_f32 t0 = mxcc_unpacklo_f32(r[0], r[1]), t1 = mxcc_unpacklo_f32(r[2], r[3]);
+    const mxcc_simd_f32 t2 = mxcc_unpackhi_f32(r[0], r[1]), t3 = mxcc_unpackhi_f32(r[2], r[3]);
+    z[0] = mxcc_unpacklo_f32x2(t0, t1);
+    z[1] = mxcc_unpackhi_f32x2(t0, t1);
+    z[2] = mxcc_unpacklo_f32x2(t2, t3);
+    z[3] = mxcc_unpackhi_f32x2(t2, t3);
 }
 #endif
 
 #if defined(__AVX512F__)
 /* FUSED, RES, RELU (constants at each call site in output_tile) keep the epilogue's tests out of the
- * unrolled store loops: with runtime tests there, 64@56 ran ~9% slower without an epilogue */
+ * unrolled store loops: with runtime tests there, 64@56 ran ~9% slower without an epilogue.
+ * NOTE: the AVX-512 and AVX2 versions are twins (4 vs 2 row lanes per vector, k-register vs vector masks); a
+ * merged version computed the same values but let the compiler swap the operands of some additions, which
+ * changes which NaN comes out where two meet (the sign of a NaN in the output): kept apart so the results
+ * stay the same bits. */
 static inline __attribute__((always_inline)) void output_tile_impl(const float *mt, long mxs, int nch, float *yo,
                                                                    long ohw, int ow, int nrows, int ncols,
                                                                    const tile_ep *fe, const int FUSED,
@@ -604,10 +572,10 @@ static inline __attribute__((always_inline)) void output_tile_impl(const float *
     const __mmask16 cols = (__mmask16)((1u << ncols) - 1);
     for (int o = 0; o < nch; o += 16) {
         const int nc = (int)min_l(16, nch - o);
-        const __mmask16 lanes = (__mmask16)((1u << nc) - 1);
-        vf s[6][4], y[4][4];
+        const mxcc_simd_mask lanes = mxcc_mask_tail(nc);
+        mxcc_simd_f32 s[6][4], y[4][4];
         UNROLLED for (int i = 0; i < 6; i++) {
-            vf m[6];
+            mxcc_simd_f32 m[6];
             UNROLLED for (int j = 0; j < 6; j++)
                 m[j] = _mm512_maskz_loadu_ps(lanes, mt + (i * 6 + j) * mxs + o);
             at6(m, s[i]);
@@ -618,7 +586,7 @@ static inline __attribute__((always_inline)) void output_tile_impl(const float *
             UNROLLED for (int e = 0; e < 3; e++) {
                 if (!vec[e])
                     continue;
-                const vf v = _mm512_maskz_loadu_ps(lanes, vec[e] + o);
+                const mxcc_simd_f32 v = _mm512_maskz_loadu_ps(lanes, vec[e] + o);
                 UNROLLED for (int i = 0; i < 4; i++)
                     UNROLLED for (int q = 0; q < 4; q++)
                         y[i][q] = e == 0 ? _mm512_mul_ps(y[i][q], v) : _mm512_add_ps(y[i][q], v);
@@ -628,7 +596,7 @@ static inline __attribute__((always_inline)) void output_tile_impl(const float *
         UNROLLED for (int i = 0; i < 4; i++) {
             if (i >= nrows)
                 continue;
-            vf z[4];  /* z[c'] lane k = row i (4 pixels) of channel o + 4k + c' */
+            mxcc_simd_f32 z[4];  /* z[c'] lane k = row i (4 pixels) of channel o + 4k + c' */
             lane_transpose4(y[i], z);
             /* lane k of z[c'] as one 16-byte store (a masked 64-byte store at an offset pointer measured
              * slower: it spans two cache lines) */
@@ -645,7 +613,7 @@ static inline __attribute__((always_inline)) void output_tile_impl(const float *
                     if (RES)
                         out = _mm_add_ps(out, _mm_maskz_loadu_ps((__mmask8)cols, fe->res + ch * fe->ld_res + (long)i * ow));
                     if (RELU)
-                        out = _mm_max_ps(out, _mm_setzero_ps());  /* NaN -> 0, as x > 0 ? x : 0 */
+                        out = mxcc_relu_f32x4(out);
                     if (ncols == 4)
                         _mm_storeu_ps(dst, out);
                     else
@@ -662,13 +630,12 @@ static inline __attribute__((always_inline)) void output_tile_impl(const float *
                                                                    const int RES, const int RELU)
 {
     const __m128i cols = _mm_cmpgt_epi32(_mm_set1_epi32(ncols), _mm_setr_epi32(0, 1, 2, 3));
-    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (int o = 0; o < nch; o += 8) {
         const int nc = (int)min_l(8, nch - o);
-        const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc), iota);
-        vf s[6][4], y[4][4];
+        const mxcc_simd_mask lanes = mxcc_mask_tail(nc);
+        mxcc_simd_f32 s[6][4], y[4][4];
         UNROLLED for (int i = 0; i < 6; i++) {
-            vf m[6];
+            mxcc_simd_f32 m[6];
             UNROLLED for (int j = 0; j < 6; j++)
                 m[j] = _mm256_maskload_ps(mt + (i * 6 + j) * mxs + o, lanes);
             at6(m, s[i]);
@@ -679,7 +646,7 @@ static inline __attribute__((always_inline)) void output_tile_impl(const float *
             UNROLLED for (int e = 0; e < 3; e++) {
                 if (!vec[e])
                     continue;
-                const vf v = _mm256_maskload_ps(vec[e] + o, lanes);
+                const mxcc_simd_f32 v = _mm256_maskload_ps(vec[e] + o, lanes);
                 UNROLLED for (int i = 0; i < 4; i++)
                     UNROLLED for (int q = 0; q < 4; q++)
                         y[i][q] = e == 0 ? _mm256_mul_ps(y[i][q], v) : _mm256_add_ps(y[i][q], v);
@@ -688,7 +655,7 @@ static inline __attribute__((always_inline)) void output_tile_impl(const float *
         UNROLLED for (int i = 0; i < 4; i++) {  /* as in the AVX-512 build */
             if (i >= nrows)
                 continue;
-            vf z[4];
+            mxcc_simd_f32 z[4];
             lane_transpose4(y[i], z);
             UNROLLED for (int k = 0; k < 2; k++) {
                 UNROLLED for (int cc = 0; cc < 4; cc++) {
@@ -699,7 +666,7 @@ static inline __attribute__((always_inline)) void output_tile_impl(const float *
                     if (RES)
                         row = _mm_add_ps(row, _mm_maskload_ps(fe->res + ch * fe->ld_res + (long)i * ow, cols));
                     if (RELU)
-                        row = _mm_max_ps(row, _mm_setzero_ps());
+                        row = mxcc_relu_f32x4(row);
                     _mm_maskstore_ps(yo + ch * ohw + (long)i * ow, cols, row);
                 }
             }
@@ -707,7 +674,7 @@ static inline __attribute__((always_inline)) void output_tile_impl(const float *
     }
 }
 #endif
-#ifdef VL
+#if MXCC_SIMD_VECTOR
 static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw, int ow, int nrows, int ncols,
                         const tile_ep *fe)
 {
@@ -759,7 +726,7 @@ static void output_block(const plan *p, long t0, long t1, int o0, int o1, const 
 {
     const float *m = s + p->m_off;
     const long mxs = p->tb * p->ob, ohw = (long)p->OH * p->OW;
-#ifdef VL
+#if MXCC_SIMD_VECTOR
     const int fused = ep && (ep->act == MXCC_ACT_NONE || ep->act == MXCC_ACT_RELU);
 #else
     const int fused = 0;
@@ -818,18 +785,18 @@ void mxcc_winograd_f43_f32(const mxcc_conv_geom *g, int batch, int O, const floa
         ep = NULL;
     const long nblocks = ceil_div(p->tiles, p->tb);
     const int npanels = (int)ceil_div(O, NR), bpanels = (int)(p->ob / NR);
-    int nt = (parallel && omp_get_level() == 0) ? omp_get_max_threads() : 1;
+    int nt = (parallel && omp_get_level() == 0) ? omp_get_max_threads() : 1;   /* no flops rule: tiles are big */
     /* units = (tile block, part of the output channels); parts only when blocks are few for the team */
     const int nparts = nt > 1 && nblocks < 2L * nt ? (int)min_l(npanels, ceil_div(2L * nt, nblocks)) : 1;
     const long units = nblocks * nparts;
     nt = (int)min_l(nt, units);
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        const int team = omp_get_num_threads(), tid = omp_get_thread_num();
+        const int team = mxcc_num_threads(), tid = mxcc_thread_num();
         float *s = scratch + tid * p->per_thread;
         memset(s + p->zero_off, 0, (size_t)p->W * sizeof(float));
         long have = -1;  /* the block whose V this thread's scratch holds */
-        for (long un = units * tid / team; un < units * (tid + 1) / team; un++) {
+        for (long un = mxcc_split_at(units, team, tid); un < mxcc_split_at(units, team, tid + 1); un++) {
             const long b = un / nparts;
             const int part = (int)(un % nparts);
             const long t0 = b * p->tb, t1 = min_l(p->tiles, t0 + p->tb);

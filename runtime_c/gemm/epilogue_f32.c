@@ -3,12 +3,12 @@
  * reference GEMM on the whole matrix, so both paths agree on every rounding and on NaN handling.
  *
  * Order (mxcc_gemm.h): x = x*scale + shift; x = x + bias; x = x + residual; x = act(x).
- * Activations follow MXNet's mshadow_op definitions (src/operator/mshadow_op.h), with libm expf/tanhf/
- * log1pf and IEEE semantics (mxcc never builds with -ffast-math).
+ * Activations are mxcc_math.h's scalar definitions (MXNet's mshadow_op, src/operator/mshadow_op.h), the ones
+ * generated elementwise loops use, with libm expf/tanhf/log1pf and IEEE semantics (mxcc never builds with
+ * -ffast-math); the kernels that activate on registers (epilogue_simd.h) give the same bits.
  */
-#include <math.h>
-
 #include "gemm_internal.h"
+#include "../mxcc_math.h"
 
 int mxcc_epilogue_is_noop(const mxcc_epilogue *ep)
 {
@@ -16,35 +16,42 @@ int mxcc_epilogue_is_noop(const mxcc_epilogue *ep)
                           ep->residual == NULL && ep->act == MXCC_ACT_NONE);
 }
 
-/* Activation on one row segment x[0:n], in place. The switch sits outside the element loop so the
- * cheap cases (relu, leaky, clip, softsign) vectorize. */
-static void activate(mxcc_act act, float alpha, float lo, float hi, float *x /* (n,) */, int n)
+/* act on x[0:n] in place. The switch sits outside the element loops so the cheap cases (relu, leaky, clip,
+ * softsign) vectorize; inlined into the epilogue's row loop below (a call per row would cost ~1% of a small
+ * GEMM tile), exported as mxcc_act_apply_f32 for the kernels that activate a stored piece. */
+static inline __attribute__((always_inline)) void activate(mxcc_act act, float alpha, float lo, float hi,
+                                                           float *x /* (n,) */, long n)
 {
     switch (act) {
     case MXCC_ACT_NONE:
         break;
-    case MXCC_ACT_RELU:  /* mshadow_op::relu: a > 0 ? a : 0 (NaN -> 0) */
-        for (int j = 0; j < n; j++) x[j] = x[j] > 0.0f ? x[j] : 0.0f;
+    case MXCC_ACT_RELU:
+        for (long j = 0; j < n; j++) x[j] = mxcc_relu(x[j]);
         break;
-    case MXCC_ACT_SIGMOID:  /* mshadow_op::sigmoid: 1 / (1 + exp(-a)) */
-        for (int j = 0; j < n; j++) x[j] = 1.0f / (1.0f + expf(-x[j]));
+    case MXCC_ACT_SIGMOID:
+        for (long j = 0; j < n; j++) x[j] = mxcc_sigmoid(x[j]);
         break;
     case MXCC_ACT_TANH:
-        for (int j = 0; j < n; j++) x[j] = tanhf(x[j]);
+        for (long j = 0; j < n; j++) x[j] = mxcc_tanh(x[j]);
         break;
-    case MXCC_ACT_SOFTRELU:  /* mshadow_op::softrelu: a > 20 ? a : log1p(exp(a)); exp would overflow */
-        for (int j = 0; j < n; j++) x[j] = x[j] > 20.0f ? x[j] : log1pf(expf(x[j]));
+    case MXCC_ACT_SOFTRELU:
+        for (long j = 0; j < n; j++) x[j] = mxcc_softrelu(x[j]);
         break;
-    case MXCC_ACT_SOFTSIGN:  /* mshadow_op::softsign: a / (1 + |a|) */
-        for (int j = 0; j < n; j++) x[j] = x[j] / (1.0f + fabsf(x[j]));
+    case MXCC_ACT_SOFTSIGN:
+        for (long j = 0; j < n; j++) x[j] = mxcc_softsign(x[j]);
         break;
-    case MXCC_ACT_LEAKY:  /* LeakyReLU(act_type='leaky'): a > 0 ? a : slope * a */
-        for (int j = 0; j < n; j++) x[j] = x[j] > 0.0f ? x[j] : alpha * x[j];
+    case MXCC_ACT_LEAKY:
+        for (long j = 0; j < n; j++) x[j] = mxcc_leaky(x[j], alpha);
         break;
-    case MXCC_ACT_CLIP:  /* mshadow_op::clip as in clip(a, lo, hi): lo if a < lo, hi if a > hi, else a */
-        for (int j = 0; j < n; j++) x[j] = x[j] < lo ? lo : (x[j] > hi ? hi : x[j]);
+    case MXCC_ACT_CLIP:
+        for (long j = 0; j < n; j++) x[j] = mxcc_clip(x[j], lo, hi);
         break;
     }
+}
+
+void mxcc_act_apply_f32(mxcc_act act, float alpha, float lo, float hi, float *x, long n)
+{
+    activate(act, alpha, lo, hi, x, n);
 }
 
 void mxcc_epilogue_apply_f32(const mxcc_epilogue *ep, float *c, int ldc, int i0, int j0, int m, int n)

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 
 #include "gemm_internal.h"
+#include "../parallel.h"
 
 #define UKERNEL MXCC_UKERNEL_F32
 #define ROWDOT MXCC_ROWDOT_F32
@@ -113,12 +114,11 @@ typedef struct gemm_problem {
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 static int min_int(int a, int b) { return a < b ? a : b; }
 
-/* [begin, end) of part `part` when `n` units are split into `parts` nearly equal ranges */
+/* [begin, end) of part `part` when `n` units are split into `parts` nearly equal ranges (parallel.h) */
 static void split_range(int n, int parts, int part, int *begin, int *end)
 {
-    const int base = n / parts, extra = n % parts;
-    *begin = part * base + min_int(part, extra);
-    *end = *begin + base + (part < extra);
+    *begin = (int)mxcc_split_at(n, parts, part);
+    *end = (int)mxcc_split_at(n, parts, part + 1);
 }
 
 /* Pointers to op(A)[i, p] and op(B)[p, j] */
@@ -288,11 +288,17 @@ static void gemm_small_m(const gemm_problem *g, int nt)
 
 /* ---- entry point ------------------------------------------------------------------------------------- */
 
-/* as many threads (up to max_threads) as give each at least MXCC_GEMM_MIN_FLOPS_PER_THREAD */
-static int threads_for(double flops, int max_threads)
+/* The small-M path's condition (gemm_config.h: SMALLM_MAX, SMALLM_MAX_A; B not prepacked is the caller's part):
+ * FullyConnected's C = A . W^T with few rows of A, all of them small enough to stay in L1/L2. Static for
+ * gemm_run (an exported function is not inlined in a -fPIC build); exported as mxcc_gemm_small_m. */
+static int small_m_path(int M, int K, int trans_a, int trans_b)
 {
-    const double fit = flops / MXCC_GEMM_MIN_FLOPS_PER_THREAD;
-    return fit < 2.0 ? 1 : (fit < max_threads ? (int)fit : max_threads);
+    return M <= MXCC_GEMM_SMALLM_MAX && (long)M * K <= MXCC_GEMM_SMALLM_MAX_A && !trans_a && trans_b;
+}
+
+int mxcc_gemm_small_m(int M, int K, int trans_a, int trans_b)
+{
+    return small_m_path(M, K, trans_a, trans_b);
 }
 
 /* K == 0: the product is empty, C = beta * C, then the epilogue */
@@ -338,10 +344,10 @@ static void gemm_run(mxcc_gemm_ws *ws, const gemm_problem *g)
     }
     /* threads: none inside a parallel region; otherwise as many as the work pays for */
     const int nested = omp_get_level() > 0;
-    const int small_m = !g->Bp && M <= MXCC_GEMM_SMALLM_MAX && (long)M * K <= MXCC_GEMM_SMALLM_MAX_A &&
-                        !g->trans_a && g->trans_b;
+    const int small_m = !g->Bp && small_m_path(M, K, g->trans_a, g->trans_b);
     const double flops = 2.0 * (small_m && M < 16 ? 16 : M) * N * K;
-    const int nt = nested ? 1 : threads_for(flops, small_m ? omp_get_max_threads() : min_int(omp_get_max_threads(), ws->nslots));
+    const int nt = nested ? 1 : mxcc_threads_for(flops, small_m ? omp_get_max_threads()
+                                                                : min_int(omp_get_max_threads(), ws->nslots));
 
     if (small_m) {
         gemm_small_m(g, nt);

@@ -90,11 +90,20 @@ void mxcc_ukernel_f32_rowdot_avx2fma(int m, int n, int k, const float *a, int ld
 void mxcc_ukernel_f32_rowdot_ref(int m, int n, int k, const float *a, int lda, const float *w, int ldw,
                                  float *c, int ldc, int beta);
 
+/* ---- path choice (gemm_f32.c) --------------------------------------------------------------------------
+ * 1 if mxcc_gemm_f32 runs C = op(A) . op(B) by the small-M kernels (MXCC_ROWDOT_F32) rather than the packed
+ * loops. mxcc/ops/fully_connected.py mirrors it to decide whether a weight is packed at bind time
+ * (tests/runtime/test_gemm_small_m.py compares the two). */
+int mxcc_gemm_small_m(int M, int K, int trans_a, int trans_b);
+
 /* ---- epilogue (epilogue_f32.c) ------------------------------------------------------------------------
  * Applies ep (see mxcc_gemm.h for the order of operations) to the finished block C[i0:i0+m, j0:j0+n];
  * c points at C[i0, j0]. i0/j0 index the per-row/per-column vectors and the residual. */
 int mxcc_epilogue_is_noop(const mxcc_epilogue *ep);
 void mxcc_epilogue_apply_f32(const mxcc_epilogue *ep, float *c, int ldc, int i0, int j0, int m, int n);
+/* The activation alone on x[0:n], in place: the epilogue's last step, which kernels that apply the rest on
+ * registers run over a stored piece when the activation has no register form (epilogue_simd.h). */
+void mxcc_act_apply_f32(mxcc_act act, float alpha, float lo, float hi, float *x, long n);
 
 #ifdef __cplusplus
 }

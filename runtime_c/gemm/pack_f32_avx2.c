@@ -11,21 +11,15 @@
  * The other two cases are plain copies, left to pack_f32.c. gemm_f32.c selects these functions.
  */
 #include "gemm_internal.h"
+#include "../simd.h"
 
 #if defined(__AVX2__)  /* no FMA needed: -mavx512f alone implies AVX2 but not FMA */
-#include <immintrin.h>
 
 #define MR MXCC_GEMM_MR
 #define NR MXCC_GEMM_NR
 /* both geometries (6 x 16 for AVX2, 14 x 32 for AVX-512): A panels in up to two 8-row groups, B panels
  * in whole 8-column groups */
 _Static_assert(MR <= 16 && NR % 8 == 0, "pack_f32_avx2.c: MR <= 16, NR a multiple of 8");
-
-/* lanes < n on, for _mm256_maskstore_ps */
-static inline __m256i lanes_below(int n)
-{
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 
 /* 4 floats at p, or zeros for a padding row (nothing is read) */
 static inline __m128 load4(const float *p, int valid)
@@ -76,7 +70,7 @@ static inline __attribute__((always_inline)) void pack_a_panel(int mr, int kc, c
             /* vmaskmovps costs several uops per store; the AVX-512 masked store one (14 x 32 panels) */
             for (int j = 0; j < 8; j++) _mm256_mask_storeu_ps(dst + (k + j) * MR + g, (__mmask8)((1u << lanes) - 1), r[j]);
 #else
-            const __m256i valid = lanes_below(lanes);
+            const __m256i valid = mxcc_tail_f32x8(lanes);
             for (int j = 0; j < 8; j++) _mm256_maskstore_ps(dst + (k + j) * MR + g, valid, r[j]);
 #endif
         }

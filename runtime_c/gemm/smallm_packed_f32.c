@@ -17,31 +17,17 @@
 #include <omp.h>
 
 #include "gemm_internal.h"
+#include "../parallel.h"
+#include "../simd.h"
 
 #define NR MXCC_GEMM_NR
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#include <immintrin.h>
+#if MXCC_SIMD_VECTOR
+#define VL MXCC_SIMD_SIZE_F32   /* lanes of the build's vector (simd.h) */
 #if defined(__AVX512F__)
-typedef __m512 vec;
-#define VL 16
 #define P_MAX 4
-#define vzero _mm512_setzero_ps
-#define vload _mm512_loadu_ps
-#define vstore _mm512_storeu_ps
-#define vbcast _mm512_set1_ps
-#define vfma _mm512_fmadd_ps
-#define vadd _mm512_add_ps
 #else
-typedef __m256 vec;
-#define VL 8
 #define P_MAX 2
-#define vzero _mm256_setzero_ps
-#define vload _mm256_loadu_ps
-#define vstore _mm256_storeu_ps
-#define vbcast _mm256_set1_ps
-#define vfma _mm256_fmadd_ps
-#define vadd _mm256_add_ps
 #endif
 #define VP (NR / VL)  /* vectors per panel: 2 on both */
 _Static_assert(NR == 2 * VL, "the small-M packed kernel assumes panels of two vectors");
@@ -54,19 +40,20 @@ static inline __attribute__((always_inline)) void tile(const int R, const int P,
                                                        const float *bp, long ps, float *out, int ldo)
 {
     const int SETS = R == 1 ? 2 : 1;
-    vec acc[2][2][P_MAX * VP];  /* acc[s][r][v] */
+    mxcc_simd_f32 acc[2][2][P_MAX * VP];  /* acc[s][r][v] */
     UNROLLED for (int s = 0; s < SETS; s++)
         UNROLLED for (int r = 0; r < R; r++)
-            UNROLLED for (int v = 0; v < P * VP; v++) acc[s][r][v] = vzero();
-#define STEP(S, KK)                                                                                    \
-    {                                                                                                  \
-        vec b[P_MAX * VP];                                                                             \
-        UNROLLED for (int p = 0; p < P; p++)                                                           \
-            UNROLLED for (int h = 0; h < VP; h++) b[p * VP + h] = vload(bp + p * ps + (long)(KK) * NR + h * VL); \
-        UNROLLED for (int r = 0; r < R; r++) {                                                         \
-            const vec x = vbcast(a[(long)r * lda + (KK)]);                                             \
-            UNROLLED for (int v = 0; v < P * VP; v++) acc[S][r][v] = vfma(x, b[v], acc[S][r][v]);      \
-        }                                                                                              \
+            UNROLLED for (int v = 0; v < P * VP; v++) acc[s][r][v] = mxcc_zero_f32();
+#define STEP(S, KK)                                                                                         \
+    {                                                                                                       \
+        mxcc_simd_f32 b[P_MAX * VP];                                                                        \
+        UNROLLED for (int p = 0; p < P; p++)                                                                \
+            UNROLLED for (int h = 0; h < VP; h++)                                                           \
+                b[p * VP + h] = mxcc_loadu_f32(bp + p * ps + (long)(KK) * NR + h * VL);                     \
+        UNROLLED for (int r = 0; r < R; r++) {                                                              \
+            const mxcc_simd_f32 x = mxcc_set1_f32(a[(long)r * lda + (KK)]);                                 \
+            UNROLLED for (int v = 0; v < P * VP; v++) acc[S][r][v] = mxcc_fmadd_f32(x, b[v], acc[S][r][v]); \
+        }                                                                                                   \
     }
     int k = 0;
     if (SETS == 2) {
@@ -79,7 +66,8 @@ static inline __attribute__((always_inline)) void tile(const int R, const int P,
 #undef STEP
     UNROLLED for (int r = 0; r < R; r++)
         UNROLLED for (int v = 0; v < P * VP; v++)
-            vstore(out + (long)r * ldo + v * VL, SETS == 2 ? vadd(acc[0][r][v], acc[1][r][v]) : acc[0][r][v]);
+            mxcc_storeu_f32(out + (long)r * ldo + v * VL,
+                            SETS == 2 ? mxcc_add_f32(acc[0][r][v], acc[1][r][v]) : acc[0][r][v]);
 }
 
 /* panels [q0, q1) for every row: out (M, (q1 - q0) * NR), row stride ldo */
@@ -178,12 +166,9 @@ void mxcc_gemm_f32_small_m_packed_b(int M, int N, int K, const float *A, int lda
     }
     const int npanels = (N + NR - 1) / NR;
     /* a fork pays when the weight is large (the unpacked small-M path's rule: work counted as >= 16 rows) */
-    const double fit = 2.0 * 16 * N * K / MXCC_GEMM_MIN_FLOPS_PER_THREAD;
-    int nt = parallel && fit >= 2.0 && omp_get_level() == 0 ? omp_get_max_threads() : 1;
+    int nt = parallel && omp_get_level() == 0 ? mxcc_threads_for(2.0 * 16 * N * K, omp_get_max_threads()) : 1;
     if (nt > npanels)
         nt = npanels;
-    if (nt > (int)fit)
-        nt = (int)fit;
     if (nt <= 1) {
         /* no parallel region at all: entering one, even of 1 thread, costs ~0.3 us (a 64 -> 10 layer's whole time) */
         panel_range(M, N, K, A, lda, Bp, C, ldc, ep, 0, npanels);
@@ -192,7 +177,7 @@ void mxcc_gemm_f32_small_m_packed_b(int M, int N, int K, const float *A, int lda
 #pragma omp parallel num_threads(nt)
     {
         const int team = omp_get_num_threads(), tid = omp_get_thread_num();
-        panel_range(M, N, K, A, lda, Bp, C, ldc, ep, (int)((long)npanels * tid / team),
-                    (int)((long)npanels * (tid + 1) / team));
+        panel_range(M, N, K, A, lda, Bp, C, ldc, ep, (int)mxcc_split_at(npanels, team, tid),
+                    (int)mxcc_split_at(npanels, team, tid + 1));
     }
 }

@@ -10,21 +10,14 @@
  * its results. Contract: gemm_internal.h. Compiled to nothing without AVX2+FMA.
  */
 #include "gemm_internal.h"
+#include "../simd.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
 
 #define NW 4  /* rows of W per register tile */
 /* The loops over the tile's rows and vectors are unrolled before GCC decides where acc lives: left to the
  * late unroller, acc stays an array on the stack, zeroed there and stored and reloaded around the k loop. */
 #define UNROLLED _Pragma("GCC unroll 16")
-
-/* mask for the last k % 8 floats: lanes < rem on */
-static inline __m256i tail_mask(int rem)
-{
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), lane);
-}
 
 /* horizontal sums of 4 vectors -> (sum v0, sum v1, sum v2, sum v3) */
 static inline __m128 hsum4(__m256 v0, __m256 v1, __m256 v2, __m256 v3)
@@ -68,7 +61,7 @@ static inline __attribute__((always_inline)) void tile_rx4(const int R, int k, c
     }
     if (p < k) {
         /* k tail: masked loads read only the k % 8 valid floats (zeros elsewhere) */
-        const __m256i mask = tail_mask(k - p);
+        const __m256i mask = mxcc_tail_f32x8(k - p);   /* the last k % 8 floats */
         __m256 wv[NW];
         UNROLLED for (int j = 0; j < NW; j++) wv[j] = _mm256_maskload_ps(w[j] + p, mask);
         UNROLLED for (int r = 0; r < R; r++) {

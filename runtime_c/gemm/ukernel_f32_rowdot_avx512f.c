@@ -12,9 +12,9 @@
  * nothing without AVX-512F.
  */
 #include "gemm_internal.h"
+#include "../simd.h"
 
 #if defined(__AVX512F__)
-#include <immintrin.h>
 
 #define NW 4  /* rows of W per register tile */
 
@@ -37,13 +37,6 @@ static inline __m128 hsum4(__m512 v0, __m512 v1, __m512 v2, __m512 v3)
  * late unroller, acc stayed an array in memory with one 64-byte store per FMA, which halved the R = 3
  * tile's speed (54 vs 80 GFLOP/s at 32 x 128 x 784). */
 #define UNROLLED _Pragma("GCC unroll 4")
-
-/* lanes l with 0 <= q + l < k on: the part of the 16 floats at q that lies inside the row */
-static inline __mmask16 inside(int q, int k)
-{
-    const int lo = q < 0 ? -q : 0, hi = k - q < 16 ? k - q : 16;
-    return hi <= lo ? 0 : (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
-}
 
 /* c[r, 0:nw] (+)= a[r, :] . w[0:4, :] for r < R. a: (R, k) stride lda; w: 4 row pointers (k,);
  * c: (R, nw) stride ldc. R is a compile-time constant at every call site (always_inline).
@@ -85,14 +78,14 @@ static inline __attribute__((always_inline)) void tile_rx4(const int R, int k, c
     if (h > 0) {
         /* the head: k in [0, S - h). Its first h lanes lie before the rows and are masked off: a masked
          * load neither reads nor faults on them (the ASan/UBSan build of tests/runtime runs this). */
-        STEP(p, inside(q, k))
+        STEP(p, mxcc_mask_lanes(-q, k - q))   /* lanes l with 0 <= q + l < k: inside the row */
         p += S;
     }
     for (; p + S <= k; p += S) {
         STEP(p, (__mmask16)0xFFFF)
     }
     if (p < k) {
-        STEP(p, inside(q, k))  /* the tail */
+        STEP(p, mxcc_mask_lanes(-q, k - q))  /* the tail */
     }
 #undef STEP
 

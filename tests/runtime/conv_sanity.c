@@ -1,7 +1,8 @@
 /* conv_sanity: random convolution geometries, every fast routine of runtime_c/conv/ against its reference
  * twin, for sanitizer builds.
  *
- * tests/runtime/test_conv.py compiles this with runtime_c/conv/conv2d_f32.c under
+ * tests/runtime/test_conv.py compiles this with runtime_c/conv/ (im2col_f32.c, depthwise_*.c, conv_epilogue_f32.c)
+ * and runtime_c/gemm/epilogue_f32.c under
  * -fsanitize=address,undefined -fno-sanitize-recover=all -fopenmp and runs it: an out-of-bounds access
  * (im2col reading outside the image at a padded edge, col2im or the depthwise kernels writing past a row)
  * or undefined behaviour aborts the run; a mismatch exits 1. Every buffer is its own exact-size heap block

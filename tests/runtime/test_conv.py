@@ -1,4 +1,4 @@
-"""runtime_c/conv/: im2col, col2im and the depthwise kernel against their reference twins and against
+"""runtime_c/conv/: im2col, col2im (im2col_f32.c) and the depthwise kernel (depthwise_*.c) against their reference twins and against
 numpy, on an edge matrix (1-D/2-D/3-D, stride > kernel, pad > kernel, dilation, 1-pixel images), with 1 and
 2 threads; and a sanitizer build of a C driver (tests/runtime/conv_sanity.c) on random geometries.
 
@@ -25,6 +25,11 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime_c"
 CC = os.environ.get("CC", "gcc")
 CFLAGS = ["-O3", "-march=native", "-fopenmp", "-g", "-fno-omit-frame-pointer", "-std=gnu11"]
+# im2col/col2im, the depthwise kernels (forward: driver, rows, flat; backward), the channel-plane epilogue, and the
+# scalar epilogue they share with the GEMM (runtime_c/gemm/epilogue_f32.c)
+SOURCES = [RUNTIME / "conv" / name for name in ("im2col_f32.c", "depthwise_f32.c", "depthwise_rows_f32.c",
+                                                "depthwise_flat_f32.c", "depthwise_backward_f32.c", "conv_epilogue_f32.c")]
+SOURCES.append(RUNTIME / "gemm" / "epilogue_f32.c")
 
 
 def _cdef() -> str:
@@ -51,7 +56,7 @@ def _build(tmp_path_factory, march: str):
     ffi = cffi.FFI()
     ffi.cdef(_cdef())
     ffi.set_source(name, '#include <omp.h>\n#include "conv/mxcc_conv.h"\n',
-                   sources=[str(RUNTIME / "conv" / "conv2d_f32.c")], include_dirs=[str(RUNTIME)],
+                   sources=[str(p) for p in SOURCES], include_dirs=[str(RUNTIME)],
                    extra_compile_args=[f if f != "-march=native" else f"-march={march}" for f in CFLAGS],
                    extra_link_args=["-fopenmp"], libraries=["m"])
     so = ffi.compile(tmpdir=str(tmp_path_factory.mktemp(f"conv_build_{march}")))
@@ -270,7 +275,7 @@ def test_conv_runtime_under_address_and_undefined_sanitizers(tmp_path, march, pr
     exe = tmp_path / "conv_sanity"
     cmd = [CC, "-O1", "-g", f"-march={march}", "-std=gnu11", "-fopenmp", "-fno-omit-frame-pointer",
            "-fsanitize=address,undefined", "-fno-sanitize-recover=all", f"-I{RUNTIME}",
-           str(Path(__file__).with_name("conv_sanity.c")), str(RUNTIME / "conv" / "conv2d_f32.c"), "-lm", "-o", str(exe)]
+           str(Path(__file__).with_name("conv_sanity.c")), *map(str, SOURCES), "-lm", "-o", str(exe)]
     build = subprocess.run(cmd, capture_output=True, text=True)
     if build.returncode != 0 and ("asan" in build.stderr or "ubsan" in build.stderr):
         pytest.skip(f"sanitizer runtime not installed: {build.stderr.strip()[-300:]}")
@@ -281,7 +286,7 @@ def test_conv_runtime_under_address_and_undefined_sanitizers(tmp_path, march, pr
     assert run.returncode == 0, run.stdout + run.stderr
 
 
-# The depthwise kernel's paths by geometry (runtime_c/conv/conv2d_f32.c): the register-blocked rows for
+# The depthwise kernel's paths by geometry (runtime_c/conv/depthwise_*.c): the register-blocked rows for
 # square 3x3 / 5x5 kernels with equal strides 1 or 2 (unmasked blocks in the middle of wide rows, masked
 # vectors at the edges and for narrow rows, blocks of rows that run past the output's last row), the flat
 # path for small same-size stride-1 planes and small stride-2 planes (read as their four phases), the

@@ -23,7 +23,7 @@ from mxcc_testing import (EPILOGUE_CASES, build_isa_libs, check_same_bits_on_thr
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime_c"
 GEMM_RTOL = 1e-6
-# the packed convolution needs the GEMM's packing, micro-kernels and epilogue (not conv2d_f32.c)
+# the packed convolution needs the GEMM's packing, micro-kernels and epilogue (not the im2col or depthwise files)
 SOURCES = [RUNTIME / "conv" / "conv_packed_f32.c", *sorted((RUNTIME / "gemm").glob("*.c"))]
 # "native-kc": the K-sliced loop (CONV_PACKED_KC, off by default) with slices of 100 (uneven: K = 576 runs
 # as 6 x 96), so that path stays correct if someone turns it on

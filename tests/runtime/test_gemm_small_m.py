@@ -86,3 +86,63 @@ def test_epilogue(gemm, act):
         x = (opa @ opb) * scale + shift + bias + residual[:, :N]
         tol = gemm_bound(opa, opb, K) * scale + 1e-6 * (np.abs(x) + 1)
         assert np.all(np.abs(C[:, :N] - act_ref(act, x)) <= tol), f"{act} M={M} N={N} K={K}"
+
+
+# ---- the small-M path's choice, mirrored in Python -----------------------------------------------------------
+# mxcc/ops/fully_connected.py packs a constant weight at bind time only where mxcc_gemm_f32 would not take its
+# small-M path (rows of A against rows of W, no packing): it must predict gemm_f32.c's dispatch exactly. Its
+# bounds are read from gemm_config.h; the condition is compared here with mxcc_gemm_small_m (what gemm_run
+# calls) on a grid around both bounds, and with the path mxcc_gemm_f32 actually runs at a few of them.
+
+
+def _grid(cap_a):
+    ms = [1, 2, 3, 15, 16, 31, 32, 33, 64, 1000]
+    ks = sorted({1, 2, 7, 784, 4096, cap_a // 32, cap_a // 32 + 1, cap_a // 31, cap_a // 2, cap_a, cap_a + 1})
+    return [(m, k, ta, tb) for m in ms for k in ks for ta in (0, 1) for tb in (0, 1)]
+
+
+def test_python_small_m_choice_is_the_c_dispatch(gemm):
+    from mxcc.ops import fully_connected as fc
+    _, lib = gemm
+    assert fc.GEMM_SMALL_M == lib.MXCC_GEMM_SMALLM_MAX
+    for m, k, ta, tb in _grid(fc.GEMM_SMALL_M_A):
+        c_small = bool(lib.mxcc_gemm_small_m(m, k, ta, tb))
+        assert fc.gemm_small_m(m, k, bool(ta), bool(tb)) == c_small, (m, k, ta, tb)
+        # N does not enter the choice on either side
+        assert fc.prepack_pays(m, bool(tb), k, bool(ta)) == (fc.small_m_packed(m) or not c_small), (m, k, ta, tb)
+
+
+def test_gemm_runs_the_path_the_python_choice_predicts(gemm, march):
+    """At the bounds, mxcc_gemm_f32's bits are those of the build's rowdot kernel exactly when the Python
+    predicate says small-M, else those of the packed loops (mxcc_gemm_f32_packed_b, the same micro-kernel and
+    K steps)."""
+    from mxcc.ops import fully_connected as fc
+    from test_gemm import optimized
+    ffi, lib = gemm
+    rowdot = getattr(lib, (optimized(march)["rowdot"] or ["mxcc_ukernel_f32_rowdot_ref"])[0])
+    cap_m, cap_k = fc.GEMM_SMALL_M, fc.GEMM_SMALL_M_A // fc.GEMM_SMALL_M
+    rng = np.random.default_rng(3)
+    before = lib.omp_get_max_threads()
+    lib.omp_set_num_threads(1)
+    ws = lib.mxcc_gemm_ws_create(1)
+    try:
+        for M, N, K, ta in [(cap_m, 40, cap_k, 0), (cap_m, 40, cap_k + 1, 0), (cap_m + 1, 40, 300, 0),
+                            (cap_m, 40, 300, 0), (5, 40, 300, 1), (1, 40, 300, 0)]:
+            A = rng.standard_normal((K, M) if ta else (M, K)).astype(np.float32)
+            W = rng.standard_normal((N, K)).astype(np.float32)
+            got = np.zeros((M, N), np.float32)
+            lib.mxcc_gemm_f32(ws, ta, 1, M, N, K, fbuf(ffi, A), A.shape[1], fbuf(ffi, W), K, 0.0, fbuf(ffi, got), N,
+                              ffi.NULL)
+            by_rows = np.zeros((M, N), np.float32)
+            if not ta:
+                rowdot(M, N, K, fbuf(ffi, A), K, fbuf(ffi, W), K, fbuf(ffi, by_rows), N, 0)
+            bp = np.zeros(lib.mxcc_gemm_packed_b_floats(K, N), np.float32)
+            lib.mxcc_gemm_pack_b_f32(1, K, N, fbuf(ffi, W), K, fbuf(ffi, bp))
+            packed = np.zeros((M, N), np.float32)
+            lib.mxcc_gemm_f32_packed_b(ws, ta, M, N, K, fbuf(ffi, A), A.shape[1], fbuf(ffi, bp), 0.0,
+                                       fbuf(ffi, packed), N, ffi.NULL)
+            small = fc.gemm_small_m(M, K, bool(ta), True)
+            assert np.array_equal(got, by_rows) == small and np.array_equal(got, packed) == (not small), (M, K, ta)
+    finally:
+        lib.mxcc_gemm_ws_free(ws)
+        lib.omp_set_num_threads(before)

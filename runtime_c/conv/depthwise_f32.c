@@ -1,0 +1,112 @@
+/* Depthwise convolution (groups == C_in == C_out), forward: y (N, C, OH, OW) = each channel plane of x
+ * convolved with its own KH x KW taps, then the epilogue (contract: mxcc_conv.h, mxcc_conv_depthwise_f32).
+ *
+ * The driver: in vector builds (AVX-512F, AVX2 + FMA) with column stride 1 or 2 it describes the call once
+ * (dw_call, depthwise_internal.h), picks a plane kernel (depthwise_flat_f32.c for small planes,
+ * depthwise_rows_f32.c otherwise) and splits the N*C planes over the threads in equal contiguous ranges;
+ * every other case (plain C, column stride > 2) runs the portable plane below, then mxcc_conv_epilogue_f32.
+ * A plane is computed by one thread, so the result does not depend on the thread count.
+ * mxcc_conv_depthwise_f32_ref: the plain loops with a bounds test per tap, the oracle of tests/runtime/test_conv.py.
+ */
+#include "mxcc_conv.h"
+#include "conv_internal.h"
+#include "depthwise_internal.h"
+#include "../parallel.h"
+
+/* The portable plane: per output row, each tap adds a weighted input row over its valid range. Any
+ * stride; the path of machines without AVX2+FMA and of strides > 2. */
+static void depthwise_plane_c(const mxcc_conv_geom *g, const float *xp, const float *wc, float *yp)
+{
+    const int H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2];
+    const int KH = g->k[1], KW = g->k[2], sh = g->stride[1], sw = g->stride[2];
+    for (int oh = 0; oh < OH; oh++) {
+        float *restrict yr = yp + (long)oh * OW;   /* (OW,) */
+        for (int ow = 0; ow < OW; ow++)
+            yr[ow] = 0.0f;
+        for (int kh = 0; kh < KH; kh++) {
+            const int ih = oh * sh - g->pad[1] + kh * g->dilate[1];
+            if (ih < 0 || ih >= H)
+                continue;
+            const float *restrict xr = xp + (long)ih * W;   /* (W,) */
+            for (int kw = 0; kw < KW; kw++) {
+                const float wv = wc[kh * KW + kw];
+                const int off = kw * g->dilate[2] - g->pad[2];
+                int lo, hi;
+                mxcc_conv_valid_range(OW, W, sw, off, &lo, &hi);
+                if (sw == 1) {
+                    for (int ow = lo; ow < hi; ow++)
+                        yr[ow] += wv * xr[ow + off];
+                } else {
+                    for (int ow = lo; ow < hi; ow++)
+                        yr[ow] += wv * xr[(long)ow * sw + off];
+                }
+            }
+        }
+    }
+}
+
+void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
+                             const mxcc_epilogue *ep, float *y, int parallel)
+{
+    const int C = g->channels, H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2];
+    const int KH = g->k[1], KW = g->k[2];
+    const long planes = (long)batch * C;
+#ifdef MXCC_DEPTHWISE_SIMD
+    if (g->stride[2] <= 2) {
+        const mxcc_act act = ep ? ep->act : MXCC_ACT_NONE;
+        dw_call a = {.g = g, .x = x, .w = w, .y = y, .ep = ep, .act_after = !mxcc_act_in_registers(act),
+                     .base = {.H = H, .W = W, .OH = OH, .OW = OW, .ph = g->pad[1], .pw = g->pad[2], .mul = 1.0f}};
+        if (ep) {
+            a.base.has_mul = ep->scale != NULL;
+            a.base.has_add = ep->shift || ep->bias;
+            a.base.act = act;
+            a.base.alpha = ep->alpha, a.base.lo = ep->lo, a.base.hi = ep->hi;
+        }
+        mxcc_simd_mask flat_mask[DW_FLAT_VECS * DW_FLAT_TAPS];
+        long flat_off[DW_FLAT_TAPS];
+        dw_planes_fn *planes_fn = mxcc_depthwise_flat_kernel(g, &a, flat_mask, flat_off);
+        if (planes_fn == NULL)
+            planes_fn = mxcc_depthwise_rows_kernel(g);
+        /* the planes split over the threads in equal ranges, as schedule(static) would */
+#pragma omp parallel if (parallel)
+        {
+            const int nt = mxcc_num_threads(), t = mxcc_thread_num();
+            planes_fn(&a, mxcc_split_at(planes, nt, t), mxcc_split_at(planes, nt, t + 1));
+        }
+        return;
+    }
+#endif
+#pragma omp parallel for schedule(static) if (parallel)
+    for (long p = 0; p < planes; p++) {
+        const int c = (int)(p % C);
+        const float *xp = x + p * H * W;           /* (H, W) plane (n, c) */
+        const float *wc = w + (long)c * KH * KW;   /* (KH, KW) */
+        float *yp = y + p * OH * OW;               /* (OH, OW) */
+        depthwise_plane_c(g, xp, wc, yp);
+        mxcc_conv_epilogue_f32(ep, yp, 1, (long)OH * OW, c);
+    }
+}
+
+void mxcc_conv_depthwise_f32_ref(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
+                                 const mxcc_epilogue *ep, float *y, int parallel)
+{
+    (void)parallel;
+    const int C = g->channels, H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2];
+    const int KH = g->k[1], KW = g->k[2];
+    for (long p = 0; p < (long)batch * C; p++) {
+        const int c = (int)(p % C);
+        for (int oh = 0; oh < OH; oh++)
+            for (int ow = 0; ow < OW; ow++) {
+                float acc = 0.0f;
+                for (int kh = 0; kh < KH; kh++)
+                    for (int kw = 0; kw < KW; kw++) {
+                        const int ih = oh * g->stride[1] - g->pad[1] + kh * g->dilate[1];
+                        const int iw = ow * g->stride[2] - g->pad[2] + kw * g->dilate[2];
+                        if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                            acc += w[((long)c * KH + kh) * KW + kw] * x[(p * H + ih) * W + iw];
+                    }
+                y[(p * OH + oh) * OW + ow] = acc;
+            }
+        mxcc_conv_epilogue_f32(ep, y + p * OH * OW, 1, (long)OH * OW, c);
+    }
+}

@@ -1,0 +1,76 @@
+/* How the runtime's kernels split work over OpenMP threads: one thread count rule and one range split, shared
+ * by the GEMM (runtime_c/gemm/) and the convolutions (runtime_c/conv/).
+ *
+ *   mxcc_threads_for(flops, max)        as many threads, up to max, as get MXCC_GEMM_MIN_FLOPS_PER_THREAD each
+ *   mxcc_threads_for_call(par, flops)   the same for a kernel's `parallel` argument: 1 when it is 0 or when
+ *                                       the call is made inside an active parallel region
+ *   mxcc_split_at(n, parts, part)       where part `part` of n items split into `parts` contiguous ranges
+ *                                       begins: part p is [split_at(p), split_at(p + 1)), sizes differ by <= 1
+ *   mxcc_thread_num(), mxcc_num_threads()   this thread and its team (0 and 1 in a build without OpenMP)
+ *   mxcc_scratch_threads(max)           the threads a per-thread scratch is sized for: max, or OpenMP's current
+ *                                       maximum when max <= 0; at least 1
+ *
+ * A kernel whose result must not depend on the thread count splits whole units of work (rows, panels,
+ * planes), never a sum, so that any split gives the same bits.
+ */
+#ifndef MXCC_PARALLEL_H
+#define MXCC_PARALLEL_H
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "gemm/gemm_config.h"   /* MXCC_GEMM_MIN_FLOPS_PER_THREAD */
+
+/* Below MIN_FLOPS_PER_THREAD per thread the fork/join costs more than the split saves (gemm_config.h):
+ * serial under twice that, then one more thread per MIN_FLOPS_PER_THREAD. */
+static inline int mxcc_threads_for(double flops, int max_threads)
+{
+    const double fit = flops / MXCC_GEMM_MIN_FLOPS_PER_THREAD;
+    return fit < 2.0 ? 1 : (fit < max_threads ? (int)fit : max_threads);
+}
+
+static inline int mxcc_threads_for_call(int parallel, double flops)
+{
+#ifdef _OPENMP
+    if (parallel && !omp_in_parallel())
+        return mxcc_threads_for(flops, omp_get_max_threads());
+#endif
+    (void)parallel;
+    (void)flops;
+    return 1;
+}
+
+static inline long mxcc_split_at(long n, int parts, int part)
+{
+    return n * part / parts;
+}
+
+static inline int mxcc_thread_num(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static inline int mxcc_num_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
+static inline int mxcc_scratch_threads(int max_threads)
+{
+#ifdef _OPENMP
+    if (max_threads <= 0)
+        max_threads = omp_get_max_threads();
+#endif
+    return max_threads < 1 ? 1 : max_threads;
+}
+
+#endif /* MXCC_PARALLEL_H */
