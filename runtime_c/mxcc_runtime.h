@@ -17,6 +17,7 @@
 #include "prof.h"
 #include "optim.h"
 #include "rng/mxcc_rng.h"
+#include "rnn/mxcc_rnn.h"
 
 #define MXCC_NOINLINE __attribute__((noinline))
 #define MXCC_RESTRICT restrict
