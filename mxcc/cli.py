@@ -23,7 +23,7 @@ from mxcc.files import atomic_write
 from mxcc.options import CompileOptions
 from mxcc.perf.record import main as perf_main
 from mxcc.train.initializer import Xavier, init_params
-from mxcc.train.optimizer import SGD, Adam
+from mxcc.train import optimizer
 
 
 def _shape(text: str) -> tuple[str, tuple[int, ...]]:
@@ -70,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--no-profile", action="store_true", help="compile the profiler hooks out")
     c.add_argument("--train", action="store_true",
                    help="compile forward + backward + optimizer update (and <net>_train for classifiers)")
-    c.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd", help="with --train (default sgd)")
+    c.add_argument("--optimizer", choices=optimizer.names(), default="sgd", help="with --train (default sgd)")
     c.add_argument("--lr", type=float, default=0.1, help="with --train: learning rate (default 0.1)")
     c.add_argument("--momentum", type=float, default=0.0, help="with --train and sgd (default 0)")
     c.add_argument("--wd", type=float, default=0.0, help="with --train: weight decay (default 0)")
@@ -131,8 +131,12 @@ def _compile(args) -> int:
     train = {}
     if args.train:
         batch = next(iter(shapes.values()))[0]
-        opt = (SGD(learning_rate=args.lr, momentum=args.momentum, wd=args.wd, rescale_grad=1.0 / batch)
-               if args.optimizer == "sgd" else Adam(learning_rate=args.lr, wd=args.wd, rescale_grad=1.0 / batch))
+        kw = dict(learning_rate=args.lr, wd=args.wd, rescale_grad=1.0 / batch)
+        if args.momentum:
+            if args.optimizer != "sgd":
+                raise MxccError(f"--momentum is an SGD hyper-parameter, not {args.optimizer}'s")
+            kw["momentum"] = args.momentum
+        opt = optimizer.create(args.optimizer, **kw)
         train = dict(train=True, optimizer=opt)
     mod = mxcc.compile(args.net, shapes, params, out_dir=out, name=name, fuse=not args.no_fuse,
                        plan=not args.no_plan, fold=not args.no_fold, schedule=not args.no_schedule, isa=args.isa, profile=not args.no_profile, **train)

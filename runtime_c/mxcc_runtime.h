@@ -21,6 +21,9 @@
 
 #define MXCC_NOINLINE __attribute__((noinline))
 #define MXCC_RESTRICT restrict
+/* Floats in ctx->hyper: at least the most hyper-parameters an update of mxcc/train/optimizer.py's UPDATES
+ * takes (its NUM_HYPER; each generated <net>_update checks its own with a _Static_assert). */
+#define MXCC_NUM_HYPER 8
 
 #ifdef __cplusplus
 extern "C" {

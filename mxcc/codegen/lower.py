@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from math import prod
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from mxcc.codegen.cnames import c_ident, unique_idents
 from mxcc.graph.ir import FusedGroup, Ref
@@ -15,6 +18,9 @@ from mxcc.ops.base import EpilogueStep, Fusion, c_float
 from mxcc.passes.fold_constants import bind_time_inputs
 from mxcc.plan import Location, Plan
 from mxcc.types import TensorType
+
+if TYPE_CHECKING:
+    from mxcc.train.optimizer import UpdateDef
 
 PARALLEL_MIN_ELEMENTS = 1 << 15   # below this an OpenMP fork costs more than the loop
 
@@ -344,39 +350,36 @@ def _read_inputs(node) -> list[Ref]:
 
 @dataclass(frozen=True)
 class UpdateCall:
-    """One parameter's optimizer update: runtime function, pointers and constant multipliers."""
+    """One parameter's optimizer update: the C call `fn(weight, grad, states..., n, hyper...)`."""
     param: str
-    fn: str                  # mxcc_sgd_update_f32 | mxcc_sgd_mom_update_f32 | mxcc_adam_update_f32
+    fn: str                  # the UpdateDef's C function (runtime_c/optim.c)
     weight: str              # C expressions of the bound slots
     grad: str
     states: tuple[str, ...]
     n: int
-    lr_mult: str             # C float literals
-    wd_mult: str
+    hyper: tuple[str, ...]   # C expressions of its float arguments, in the UpdateDef's order: h[i] (<net>_update's
+                             # `const float *h = ctx->hyper`), times the parameter's lr_mult / wd_mult literal
     node_index: int
 
 
-UPDATE_FN = {"sgd": "mxcc_sgd_update_f32", "sgd_mom": "mxcc_sgd_mom_update_f32", "adam": "mxcc_adam_update_f32"}
-
-
-def lower_updates(plan: Plan, kind: str, lr_mult: dict, wd_mult: dict, first_index: int) -> list[UpdateCall]:
-    """An update per parameter with a gradient slot (inputs' gradients are not updated)."""
+def lower_updates(plan: Plan, update: "UpdateDef", lr_mult: dict, wd_mult: dict, first_index: int
+                  ) -> list[UpdateCall]:
+    """An update per parameter with a gradient slot (inputs' gradients are not updated), calling `update`'s C
+    function (an entry of mxcc/train/optimizer.py's UPDATES) with ctx->hyper laid out in its order."""
     slot = {(s.kind, s.name): s for s in plan.slots}
     calls = []
     for name, _ in plan.graph.grads:
         if ("param", name) not in slot:
             continue
         w, g = slot[("param", name)], slot[("grad", name)]
-        states = tuple(f"(float *)ctx->slots[{slot[('state', f'{name}_{st}')].index}]"
-                       for st in STATE_NAMES[kind])
-        calls.append(UpdateCall(name, UPDATE_FN[kind], f"(float *)ctx->slots[{w.index}]",
-                                f"(const float *)ctx->slots[{g.index}]", states, _prod(w.shape),
-                                c_float(lr_mult.get(name, 1.0)), c_float(wd_mult.get(name, 1.0)),
+        states = tuple(f"(float *)ctx->slots[{slot[('state', f'{name}_{st}')].index}]" for st in update.states)
+        mult = {"lr_mult": c_float(lr_mult.get(name, 1.0)), "wd_mult": c_float(wd_mult.get(name, 1.0))}
+        hyper = tuple(f"h[{i}] * {mult[p.multiplier]}" if p.multiplier else f"h[{i}]"
+                      for i, p in enumerate(update.hyper))
+        calls.append(UpdateCall(name, update.c_fn, f"(float *)ctx->slots[{w.index}]",
+                                f"(const float *)ctx->slots[{g.index}]", states, _prod(w.shape), hyper,
                                 first_index + len(calls)))
     return calls
-
-
-STATE_NAMES = {"sgd": (), "sgd_mom": ("mom",), "adam": ("mean", "var")}
 
 
 def _prod(shape) -> int:
@@ -386,9 +389,13 @@ def _prod(shape) -> int:
     return n
 
 
-def lower_train_program(plan: Plan, hyper: dict) -> dict | None:
+TRAIN_FLAGS = {"lr": "--lr", "wd": "--wd", "momentum": "--momentum"}   # <net>_train's options, by hyper-parameter
+
+
+def lower_train_program(plan: Plan, update: "UpdateDef", hyper: dict) -> dict | None:
     """The constants of `<net>_train` (templates/train.c.j2), for a classifier with one image input, one
-    label and one (batch, classes) output; None when the network is not of that shape."""
+    label and one (batch, classes) output; None when the network is not of that shape. `update`: the
+    optimizer's table entry, `hyper`: its step_hyper(1), the values the program trains with."""
     inputs = [s for s in plan.slots if s.kind == "input"]
     if any(s.kind == "head_grad" for s in plan.slots):
         return None                     # an output that is not a loss head: the program has no gradient for it
@@ -416,5 +423,19 @@ def lower_train_program(plan: Plan, hyper: dict) -> dict | None:
             inits.append(dict(name=s.name, slot=s.index, size=size, how="zeros", expr="0.0f"))
     return dict(data_slot=data[0].index, label_slot=labels[0].index, output_slot=outputs[0].index,
                 batch=batch, sample=_prod(data[0].shape[1:]), classes=outputs[0].shape[1], inits=inits,
-                lr=repr(float(hyper.get("lr", 0.1))), wd=repr(float(hyper.get("wd", 0.0))),
-                momentum=repr(float(hyper.get("momentum", 0.0))))
+                **_train_hyper(update, hyper, batch))
+
+
+def _train_hyper(update: "UpdateDef", hyper: dict, batch: int) -> dict:
+    """<net>_train's ctx->hyper: `hyper`, one {name, flag, value} per float in `update`'s order, with `flag`
+    the option that overrides it ('' for none) and `value` its default for atof (with a flag) or a C float
+    literal; and `unused_flags`, the options this update has no hyper-parameter for. The values are those of
+    the optimizer's first update, except rescale_grad: 1/batch, the program's gradient being the batch's sum
+    (MXNet's C++ MLP example sets it so)."""
+    out = []
+    for h, v in zip(update.hyper, update.values(hyper)):
+        if h.name == "rescale_grad":
+            v = float(np.float32(1.0) / np.float32(batch))          # C's 1.0f / batch, to the bit
+        flag = TRAIN_FLAGS.get(h.name, "")
+        out.append(dict(name=h.name, flag=flag, value=repr(v) if flag else c_float(v)))
+    return dict(hyper=out, unused_flags=[f for name, f in TRAIN_FLAGS.items() if name not in update.hyper_names])

@@ -52,16 +52,18 @@ def _render_kernel(env, call: KernelCall) -> str:
 
 def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, source: str,
            options: str, profile: bool = True, updates: list | None = None, train_program: dict | None = None,
-           optimizer: str = "", infer_calls: list | None = None, infer_backward: list | None = None,
-           train_arena_bytes: int | None = None, random: bool = False, poison: bool = False,
-           folded: list | None = None, folded_bytes: int = 0) -> CSource:
+           optimizer: str = "", hyper_layout: tuple[str, ...] = (), infer_calls: list | None = None,
+           infer_backward: list | None = None, train_arena_bytes: int | None = None, random: bool = False,
+           poison: bool = False, folded: list | None = None, folded_bytes: int = 0) -> CSource:
     """`infer_calls`, `infer_backward`: a training build's inference forward (`<net>_forward_infer`) and its
     backward (`<net>_backward_infer`), numbered after the updates, in the arena after the training plan's
     `train_arena_bytes`; None when the forward does not depend on the mode. `poison`: the entry points
     fill what each call writes with NaN first (CompileOptions.poison). `random`: the forward draws from the
     context's RNG (training Dropout), so each training forward advances ctx->rng_step. `folded`: the kernels
     of folded constants (lower_folded; of the inference variant too), run first by `<net>_prepare`, writing
-    `folded_bytes` of ctx->derived; they are not in the kernel table (the forward never runs them)."""
+    `folded_bytes` of ctx->derived; they are not in the kernel table (the forward never runs them).
+    `optimizer`, `hyper_layout`: a training build's update kind and the names of ctx->hyper's floats, in order
+    (its UpdateDef's hyper)."""
     env = environment(template_dir)
     folded = folded or []
     every = calls + (infer_calls or []) + (infer_backward or [])
@@ -94,7 +96,7 @@ def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, 
                      for s in slot_dicts if s["kind"] == "grad" and s["name"] in fresh],
         # a training build's updates change the params: forward_infer refolds what is derived from them
         infer_prepares=bool(infer_calls) and (bool(folded) or any(c.prepare for c in every[len(calls):])),
-        train=updates is not None, updates=updates or [],
+        train=updates is not None, updates=updates or [], optimizer=optimizer, hyper_layout=hyper_layout,
         slots=slot_dicts,
         arena_bytes=plan.arena_bytes, lower_bound_bytes=plan.lower_bound_bytes,
         num_nodes=sum(1 for n in plan.graph.nodes if not n.is_variable),
@@ -104,7 +106,7 @@ def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, 
     return CSource(c=env.get_template("net.c.j2").render(**ctx), h=env.get_template("net.h.j2").render(**ctx),
                    cdef=env.get_template("cdef.h.j2").render(**ctx),
                    bench=env.get_template("bench.c.j2").render(**ctx),
-                   train=env.get_template("train.c.j2").render(**ctx, **train_program, optimizer=optimizer)
+                   train=env.get_template("train.c.j2").render(**ctx, **train_program)
                    if train_program else None)
 
 

@@ -28,7 +28,7 @@ from mxcc.plan import Location, Plan
 from mxcc.runtime.executor import Executor
 from mxcc.runtime.module import Module
 from mxcc.symbol import Symbol
-from mxcc.train.optimizer import SGD
+from mxcc.train.optimizer import SGD, update_def
 
 
 def _graph_of(net) -> tuple[Graph, str]:
@@ -213,7 +213,7 @@ def _training_setup(opts, graph, shapes, optimizer, grad_req, inputs_need_grad) 
     read = {n.name for n in dce(typed).variables}          # variables nothing reads get no gradient
     return TrainingSetup(optimizer, typed, [a for a, r in req.items() if r != "null" and a in read],
                          frozenset(a for a, r in req.items() if r == "add" and a in read),
-                         tuple(optimizer.state_names))
+                         update_def(optimizer.kind).states)
 
 
 @dataclass(frozen=True)
@@ -358,15 +358,18 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
     train_arena = plan.arena_bytes
     if opts.train:
         lr_mult, wd_mult = optimizer.multipliers(graph, [w for w, _ in plan.graph.grads])
-        updates = lower_updates(plan, optimizer.kind, lr_mult, wd_mult, len(calls))
-        train_program = lower_train_program(plan, optimizer.step_hyper(1))
+        update = update_def(optimizer.kind)       # the optimizer's table entry: C function, states, hyper order
+        updates = lower_updates(plan, update, lr_mult, wd_mult, len(calls))
+        train_program = lower_train_program(plan, update, optimizer.step_hyper(1))
         infer = _inference_variant(net, shapes, opts, plan, name, len(calls) + len(updates), setup)
         if infer:           # one arena holds both; the variant adds slots
             plan = dc_replace(plan, arena_bytes=infer.arena_bytes, slots=infer.slots)
     src = render(plan, calls, name, template_dir=str(resource_dir("templates")), source=source,
                  options=_options_line(opts, optimizer),
                  profile=opts.profile, poison=opts.poison, updates=updates, train_program=train_program,
-                 optimizer=optimizer.kind if optimizer else "", infer_calls=infer.calls if infer else None,
+                 optimizer=optimizer.kind if optimizer else "",
+                 hyper_layout=update_def(optimizer.kind).hyper_names if optimizer else (),
+                 infer_calls=infer.calls if infer else None,
                  infer_backward=infer.backward if infer else None, train_arena_bytes=train_arena,
                  random=any(n.opdef.random for n in plan.graph.nodes if not n.is_variable),
                  folded=folded + (infer.folded if infer else []),

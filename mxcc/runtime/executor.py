@@ -13,7 +13,8 @@ Training Dropout draws from a counter-based RNG in the context: `set_seed(s)` ma
 optimizer states are numpy arrays the C code reads and writes in place: `arg_dict`, `grad_dict`, `aux_dict`
 are views of them, as MXNet's NDArrays are. Outputs are persistent arrays (`outputs`), rewritten by each
 forward. The optimizer's hyper-parameters for each update (learning-rate schedule, Adam's bias correction)
-come from `optimizer.step_hyper(num_update)` and are copied into the context before the C update runs.
+come from `optimizer.step_hyper(num_update)` and are copied into the context before the C update runs, in
+the order of the optimizer's table entry (mxcc/train/optimizer.py's UPDATES), the one the C was compiled with.
 """
 from __future__ import annotations
 
@@ -21,8 +22,7 @@ import numpy as np
 
 from mxcc.errors import ShapeError, name_list
 from mxcc.runtime.module import _F32, Module
-
-HYPER_KEYS = ("lr", "wd", "momentum", "rescale_grad", "clip_gradient", "beta1", "beta2", "epsilon")
+from mxcc.train.optimizer import update_def
 
 
 class Executor(Module):
@@ -38,6 +38,7 @@ class Executor(Module):
         self._update = getattr(lib, f"{self.name}_update")
         self._step = getattr(lib, f"{self.name}_step")
         self._hyper = lib.mxcc_ctx_hyper(self._ctx)
+        self._update_def = update_def(optimizer.kind) if optimizer is not None else None   # ctx->hyper's layout
         slots = meta["slots"]
         # persistent host arrays bound once: outputs, gradients, optimizer states (zero-initialised)
         self.outputs = [self._bind_new(s) for s in slots if s["kind"] == "output"]
@@ -140,9 +141,12 @@ class Executor(Module):
         self._call(self._last_forward)
 
     def _set_hyper(self) -> None:
-        h = self.optimizer.step_hyper(self.num_update + 1)
-        for i, key in enumerate(HYPER_KEYS):
-            self._hyper[i] = float(h.get(key, 0.0))
+        d = self._update_def
+        if self.optimizer.kind != d.kind:
+            raise ValueError(f"this executor's update is compiled for a {d.kind!r} optimizer, not "
+                             f"{self.optimizer.kind!r}")
+        values = d.values(self.optimizer.step_hyper(self.num_update + 1))
+        self._hyper[0:len(values)] = values
 
     def update(self) -> None:
         """One optimizer step on every parameter from the gradients in grad_dict."""

@@ -1,16 +1,26 @@
-"""Optimizers with MXNet 1.9's semantics (`mx.optimizer.SGD`, `Adam`), as the plain numbers the
+"""Optimizers with MXNet 1.9's semantics (`mx.optimizer.SGD`, `Adam`, `RMSProp`), as the plain numbers the
 compiled C update needs.
 
-The generated C does the arithmetic (runtime_c/optim.c). An optimizer here only answers:
-- `kind` ('sgd' | 'sgd_mom' | 'adam') and `state_names` (() | ('mom',) | ('mean', 'var')): which update
-  kernel to emit and which per-parameter state buffers (zero-initialised) it needs;
+The generated C does the arithmetic (runtime_c/optim.c). Each update kernel is one `UpdateDef` in `UPDATES`
+(like an OpDef): its kind, its C function, its per-parameter states and its hyper-parameters in the order
+the C function takes them, with their defaults, and its float32 numpy twin. Lowering, the templates and the
+Executor read that entry: ctx->hyper[i] holds hyper-parameter i of the entry, and the generated call passes
+ctx->hyper[i] as argument i (times lr_mult / wd_mult for lr / wd). Adding an optimizer is one entry here
+(and an `Optimizer` class that picks it), one C function in runtime_c/optim.c with its declaration in
+optim.h, and its test.
+
+An optimizer here only answers:
+- `kind` (a key of UPDATES: 'sgd' | 'sgd_mom' | 'adam' | 'rmsprop' | 'rmspropalex') and `state_names`
+  (UPDATES[kind].states): which update kernel to emit and which per-parameter state buffers
+  (zero-initialised) it needs;
 - `resolve_multipliers(graph_or_symbol_or_attrs, param_names) -> (lr_mult, wd_mult)`: per-parameter
   constants, from variable attributes `__lr_mult__`/`__wd_mult__` and `set_lr_mult`/`set_wd_mult`;
-- `step_hyper(num_update) -> {key: float}`: the hyper-parameters of update number `num_update` (1 = first
-  update, MXNet's count): lr after the schedule (and, for Adam, times sqrt(1-beta2^t)/(1-beta1^t)), wd,
-  rescale_grad, clip_gradient (-1.0 = off) and momentum / beta1, beta2, epsilon. Keys: HYPER_KEYS[kind].
+- `step_hyper(num_update) -> {name: float}`: the hyper-parameters of update number `num_update` (1 = first
+  update, MXNet's count), named and ordered as UPDATES[kind].hyper: lr after the schedule (and, for Adam,
+  times sqrt(1-beta2^t)/(1-beta1^t)), wd, rescale_grad, clip_gradient (-1.0 = off) and the kernel's own.
 The C update of parameter p then uses lr*lr_mult[p] and wd*wd_mult[p]. `update_numpy` is the float32
-reference of MXNet's sgd_update / sgd_mom_update / adam_update kernels: the test oracle for that C.
+reference of MXNet's sgd_update / sgd_mom_update / adam_update / rmsprop_update / rmspropalex_update
+kernels: the test oracle for that C.
 
 Default multipliers: 1.0 for every parameter, biases included; this is what `mx.optimizer.get_updater`,
 `gluon.Trainer`-less scripts and the C++ package do. MXNet's Module instead passes parameter names, and
@@ -21,21 +31,145 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from mxcc.train.lr_scheduler import FactorScheduler, LRScheduler, MultiFactorScheduler  # noqa: F401 (re-export)
 
-KINDS = ("sgd", "sgd_mom", "adam")
-STATE_NAMES = {"sgd": (), "sgd_mom": ("mom",), "adam": ("mean", "var")}
-HYPER_KEYS = {
-    "sgd": ("lr", "wd", "rescale_grad", "clip_gradient"),
-    "sgd_mom": ("lr", "wd", "momentum", "rescale_grad", "clip_gradient"),
-    "adam": ("lr", "wd", "rescale_grad", "clip_gradient", "beta1", "beta2", "epsilon"),
-}
-WD_RULES = ("all", "module")
 _F32 = np.float32
+
+
+# -- the update kernels' float32 numpy twins (src/operator/optimizer_op-inl.h, operation for operation) -------
+# Each takes float32 arrays and {hyper name: float32} (lr, wd already times the parameter's multipliers) and
+# returns (new weight, new states).
+def _clip_to(x, c):
+    return np.clip(x, -c, c) if c >= 0 else x
+
+
+def _sgd(w, g, states, h):
+    lr, wd, rg, clip = h["lr"], h["wd"], h["rescale_grad"], h["clip_gradient"]
+    if clip >= 0:
+        return (_F32(1.0) - lr * wd) * w - lr * np.clip(rg * g, -clip, clip), ()
+    return (_F32(1.0) - lr * wd) * w - (lr * rg) * g, ()
+
+
+def _sgd_mom(w, g, states, h):
+    lr, wd, rg, clip = h["lr"], h["wd"], h["rescale_grad"], h["clip_gradient"]
+    step = lr * np.clip(rg * g, -clip, clip) if clip >= 0 else (lr * rg) * g
+    m = h["momentum"] * states[0] - (lr * wd) * w - step
+    return w + m, (m,)
+
+
+def _adam(w, g, states, h):
+    b1, b2, one = h["beta1"], h["beta2"], _F32(1.0)
+    gp = _clip_to(h["rescale_grad"] * g + h["wd"] * w, h["clip_gradient"])
+    mean = b1 * states[0] + (one - b1) * gp
+    var = b2 * states[1] + (one - b2) * np.square(gp)
+    return w - h["lr"] * mean / (np.sqrt(var) + h["epsilon"]), (mean, var)
+
+
+def _rmsprop(w, g, states, h):
+    g1 = h["gamma1"]
+    gp = _clip_to(h["rescale_grad"] * g + h["wd"] * w, h["clip_gradient"])
+    var = (_F32(1.0) - g1) * (gp * gp) + g1 * states[0]
+    return _clip_to(w - h["lr"] * (gp / np.sqrt(var + h["epsilon"])), h["clip_weights"]), (var,)
+
+
+def _rmspropalex(w, g, states, h):
+    g1, one = h["gamma1"], _F32(1.0)
+    gp = _clip_to(h["rescale_grad"] * g + h["wd"] * w, h["clip_gradient"])
+    var = (one - g1) * gp * gp + g1 * states[0]
+    mean = (one - g1) * gp + g1 * states[1]
+    delta = h["gamma2"] * states[2] - h["lr"] * gp / np.sqrt(var - mean * mean + h["epsilon"])
+    return _clip_to(w + delta, h["clip_weights"]), (var, mean, delta)
+
+
+# -- the table ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Hyper:
+    """One hyper-parameter of an update kernel: a float argument of its C function and a float of ctx->hyper."""
+    name: str                 # MXNet's keyword (the operator's parameter), step_hyper's key
+    default: float            # what mx.optimizer's class uses when not given; also for a key step_hyper leaves out
+    multiplier: str = ""      # "lr_mult" | "wd_mult": the per-parameter constant the call multiplies it by
+
+
+@dataclass(frozen=True)
+class UpdateDef:
+    """An optimizer update kernel: everything the compiler, the templates and the Executor know about it.
+
+    The C function is `void <c_fn>(float *w, const float *g, float *<state>..., long n, float <hyper>...)`,
+    its parameters named as here (tests/train_libs/test_optimizer_table.py reads optim.h to check). ctx->hyper
+    holds the hyper-parameters in this order; runtime_c/mxcc_runtime.h's MXCC_NUM_HYPER must hold the
+    largest entry (NUM_HYPER; every generated update checks it with a _Static_assert)."""
+    kind: str                              # Optimizer.kind; MXNet's operator is <kind>_update
+    c_fn: str                              # in runtime_c/optim.c
+    states: tuple[str, ...]                # per-parameter state arrays (zero at the start), in argument order
+    hyper: tuple[Hyper, ...]               # the float arguments after n, in order
+    reference: Callable                    # the float32 numpy twin (see _sgd): the C function's test oracle
+    doc: str = ""
+
+    @cached_property
+    def hyper_names(self) -> tuple[str, ...]:
+        return tuple(h.name for h in self.hyper)
+
+    @cached_property
+    def hyper_name_set(self) -> frozenset[str]:
+        return frozenset(self.hyper_names)
+
+    def values(self, given: Mapping[str, float]) -> list[float]:
+        """ctx->hyper's floats, in order, from step_hyper's {name: value} (a name left out: its default)."""
+        if tuple(given) == self.hyper_names:            # step_hyper's own: every name, in order (per step: fast)
+            return list(given.values())
+        if not given.keys() <= self.hyper_name_set:
+            raise ValueError(f"the {self.kind} update has no hyper-parameter(s) "
+                             f"{sorted(given.keys() - self.hyper_name_set)} (it takes {', '.join(self.hyper_names)})")
+        return [float(given.get(h.name, h.default)) for h in self.hyper]
+
+
+def _lr(default: float) -> Hyper:
+    return Hyper("lr", default, "lr_mult")
+
+
+_WD, _RESCALE, _CLIP = Hyper("wd", 0.0, "wd_mult"), Hyper("rescale_grad", 1.0), Hyper("clip_gradient", -1.0)
+_CLIP_WEIGHTS = Hyper("clip_weights", -1.0)
+
+UPDATES: dict[str, UpdateDef] = {d.kind: d for d in (
+    UpdateDef("sgd", "mxcc_sgd_update_f32", (), (_lr(0.01), _WD, _RESCALE, _CLIP), _sgd,
+              "w = (1 - lr*wd)*w - lr*clip(rescale_grad*g)"),
+    UpdateDef("sgd_mom", "mxcc_sgd_mom_update_f32", ("mom",),
+              (_lr(0.01), _WD, Hyper("momentum", 0.0), _RESCALE, _CLIP), _sgd_mom,
+              "mom = momentum*mom - lr*wd*w - lr*clip(rescale_grad*g);  w = w + mom"),
+    UpdateDef("adam", "mxcc_adam_update_f32", ("mean", "var"),
+              (_lr(0.001), _WD, Hyper("beta1", 0.9), Hyper("beta2", 0.999), Hyper("epsilon", 1e-8), _RESCALE, _CLIP),
+              _adam, "g' = clip(rescale_grad*g + wd*w);  mean = beta1*mean + (1-beta1)*g';  "
+                     "var = beta2*var + (1-beta2)*g'^2;  w = w - lr*mean/(sqrt(var) + epsilon)"),
+    UpdateDef("rmsprop", "mxcc_rmsprop_update_f32", ("var",),
+              (_lr(0.001), Hyper("gamma1", 0.9), Hyper("epsilon", 1e-8), _WD, _RESCALE, _CLIP, _CLIP_WEIGHTS),
+              _rmsprop, "g' = clip(rescale_grad*g + wd*w);  var = (1-gamma1)*g'^2 + gamma1*var;  "
+                        "w = clip_weights(w - lr*g'/sqrt(var + epsilon))   (MXNet's state n is var)"),
+    UpdateDef("rmspropalex", "mxcc_rmspropalex_update_f32", ("var", "mean", "delta"),
+              (_lr(0.001), Hyper("gamma1", 0.9), Hyper("gamma2", 0.9), Hyper("epsilon", 1e-8), _WD, _RESCALE, _CLIP,
+               _CLIP_WEIGHTS),
+              _rmspropalex, "g' = clip(rescale_grad*g + wd*w);  var = (1-gamma1)*g'^2 + gamma1*var;  "
+                            "mean = (1-gamma1)*g' + gamma1*mean;  "
+                            "delta = gamma2*delta - lr*g'/sqrt(var - mean^2 + epsilon);  w = clip_weights(w + delta)"
+                            "   (MXNet's states n, g, delta are var, mean, delta)"),
+)}
+NUM_HYPER = max(len(d.hyper) for d in UPDATES.values())   # the room ctx->hyper needs (MXCC_NUM_HYPER)
+
+
+def update_def(kind: str) -> UpdateDef:
+    """The table entry of update kernel `kind` (an Optimizer's .kind)."""
+    try:
+        return UPDATES[kind]
+    except KeyError:
+        raise ValueError(f"unknown optimizer kind {kind!r} (expected one of {', '.join(UPDATES)})") from None
+
+
+WD_RULES = ("all", "module")
 
 
 class Optimizer:
@@ -85,7 +219,7 @@ class Optimizer:
     # -- MXNet's configuration API ------------------------------------------------------------------------
     @property
     def state_names(self) -> tuple[str, ...]:
-        return STATE_NAMES[self.kind]
+        return UPDATES[self.kind].states
 
     @property
     def learning_rate(self) -> float:
@@ -150,9 +284,20 @@ class Optimizer:
 
     def step_hyper(self, num_update: int) -> dict[str, float]:
         """The hyper-parameters of update number `num_update` (>= 1; begin_num_update + k for the k-th
-        update of this run). Keys: HYPER_KEYS[self.kind]. Python floats (double), as MXNet computes
-        them before the kernel casts them to float32."""
+        update of this run), named and ordered as UPDATES[self.kind].hyper. Python floats (double), as MXNet
+        computes them before the kernel casts them to float32."""
         raise NotImplementedError
+
+    def _hyper(self, **values: float) -> dict[str, float]:
+        """step_hyper's dict: exactly the kind's hyper-parameters, in the table's order."""
+        names = UPDATES[self.kind].hyper_names
+        try:
+            if len(values) == len(names):
+                return {n: float(values[n]) for n in names}
+        except KeyError:
+            pass
+        raise AssertionError(f"{type(self).__name__}.step_hyper gives {sorted(values)}, the {self.kind} update "
+                             f"takes {names}")
 
     def create_state(self, weight: np.ndarray) -> tuple[np.ndarray, ...]:
         """Zero state arrays, one per state_names entry (MXNet starts every state at 0)."""
@@ -188,11 +333,9 @@ class SGD(Optimizer):
         return "sgd_mom" if self.momentum != 0.0 else "sgd"
 
     def step_hyper(self, num_update: int) -> dict[str, float]:
-        h = {"lr": float(self.lr_at(num_update)), "wd": float(self.wd)}
-        if self.kind == "sgd_mom":
-            h["momentum"] = float(self.momentum) if self.momentum > 0 else 0.0
-        h.update(rescale_grad=float(self.rescale_grad), clip_gradient=self._clip())
-        return h
+        mom = {"momentum": self.momentum if self.momentum > 0 else 0.0} if self.kind == "sgd_mom" else {}
+        return self._hyper(lr=self.lr_at(num_update), wd=self.wd, rescale_grad=self.rescale_grad,
+                           clip_gradient=self._clip(), **mom)
 
 
 class Adam(Optimizer):
@@ -218,12 +361,46 @@ class Adam(Optimizer):
             raise ValueError(f"num_update counts from 1 (the first update), got {num_update}")
         t = num_update
         lr = self.lr_at(num_update) * (math.sqrt(1.0 - self.beta2 ** t) / (1.0 - self.beta1 ** t))
-        return {"lr": float(lr), "wd": float(self.wd), "rescale_grad": float(self.rescale_grad),
-                "clip_gradient": self._clip(), "beta1": float(self.beta1), "beta2": float(self.beta2),
-                "epsilon": float(self.epsilon)}
+        return self._hyper(lr=lr, wd=self.wd, rescale_grad=self.rescale_grad, clip_gradient=self._clip(),
+                           beta1=self.beta1, beta2=self.beta2, epsilon=self.epsilon)
 
 
-_REGISTRY = {"sgd": SGD, "adam": Adam}
+class RMSProp(Optimizer):
+    """MXNet's RMSProp: rmsprop_update (Tieleman & Hinton; kind 'rmsprop', one state) or, with
+    centered=True, rmspropalex_update (Graves 2013, eq. 38-45; kind 'rmspropalex', three states):
+
+        rmsprop:      g' = clip(rescale_grad*g + wd*w);  var = (1-gamma1)*g'^2 + gamma1*var
+                      w = clip_weights(w - lr * g'/sqrt(var + epsilon))
+        rmspropalex:  var as above;  mean = (1-gamma1)*g' + gamma1*mean
+                      delta = gamma2*delta - lr*g'/sqrt(var - mean^2 + epsilon);  w = clip_weights(w + delta)
+
+    gamma2 is used only when centered. clip_weights: None or 0 = off (MXNet passes it only when truthy).
+    """
+
+    def __init__(self, learning_rate: float = 0.001, gamma1: float = 0.9, gamma2: float = 0.9,
+                 epsilon: float = 1e-8, centered: bool = False, clip_weights: float | None = None, **kwargs):
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.gamma1, self.gamma2, self.epsilon = gamma1, gamma2, epsilon
+        self.centered = centered
+        self.clip_weights = clip_weights
+
+    @property
+    def kind(self) -> str:
+        return "rmspropalex" if self.centered else "rmsprop"
+
+    def step_hyper(self, num_update: int) -> dict[str, float]:
+        gamma2 = {"gamma2": self.gamma2} if self.centered else {}
+        return self._hyper(lr=self.lr_at(num_update), gamma1=self.gamma1, epsilon=self.epsilon, wd=self.wd,
+                           rescale_grad=self.rescale_grad, clip_gradient=self._clip(),
+                           clip_weights=float(self.clip_weights) if self.clip_weights else -1.0, **gamma2)
+
+
+_REGISTRY = {"sgd": SGD, "adam": Adam, "rmsprop": RMSProp}
+
+
+def names() -> list[str]:
+    """The optimizers `create` knows (MXNet's names)."""
+    return sorted(_REGISTRY)
 
 
 def create(name: str, **kwargs) -> Optimizer:
@@ -238,34 +415,15 @@ def create(name: str, **kwargs) -> Optimizer:
 
 # -- the numpy reference ----------------------------------------------------------------------------------
 def update_numpy(kind: str, weight, grad, state, hyper: Mapping, lr_mult: float = 1.0, wd_mult: float = 1.0):
-    """(new_weight, new_state) of one MXNet update of `kind` (see Optimizer.update_numpy)."""
-    w = np.asarray(weight, dtype=_F32)
-    g = np.asarray(grad, dtype=_F32)
+    """(new_weight, new_state) of one MXNet update of `kind` (see Optimizer.update_numpy): the table entry's
+    numpy twin, given every hyper-parameter as float32 (lr*lr_mult and wd*wd_mult formed in double first)."""
+    d = update_def(kind)
     state = tuple(np.asarray(s, dtype=_F32) for s in state)
-    if len(state) != len(STATE_NAMES[kind]):
-        raise ValueError(f"{kind} update takes {len(STATE_NAMES[kind])} state arrays, got {len(state)}")
-    lr = _F32(hyper["lr"] * lr_mult)
-    wd = _F32(hyper["wd"] * wd_mult)
-    rg, clip = _F32(hyper["rescale_grad"]), _F32(hyper["clip_gradient"])
-    one = _F32(1.0)
-    if kind == "sgd":
-        if clip >= 0:
-            return (one - lr * wd) * w - lr * np.clip(rg * g, -clip, clip), ()
-        return (one - lr * wd) * w - (lr * rg) * g, ()
-    if kind == "sgd_mom":
-        mom = _F32(hyper["momentum"])
-        step = lr * np.clip(rg * g, -clip, clip) if clip >= 0 else (lr * rg) * g
-        m = mom * state[0] - (lr * wd) * w - step
-        return w + m, (m,)
-    if kind == "adam":
-        b1, b2, eps = _F32(hyper["beta1"]), _F32(hyper["beta2"]), _F32(hyper["epsilon"])
-        gp = rg * g + wd * w
-        if clip >= 0:
-            gp = np.clip(gp, -clip, clip)
-        mean = b1 * state[0] + (one - b1) * gp
-        var = b2 * state[1] + (one - b2) * np.square(gp)
-        return w - lr * mean / (np.sqrt(var) + eps), (mean, var)
-    raise ValueError(f"unknown optimizer kind {kind!r} (expected one of {KINDS})")
+    if len(state) != len(d.states):
+        raise ValueError(f"{kind} update takes {len(d.states)} state arrays, got {len(state)}")
+    mult = {"lr_mult": lr_mult, "wd_mult": wd_mult}
+    h = {p.name: _F32(hyper[p.name] * mult[p.multiplier]) if p.multiplier else _F32(hyper[p.name]) for p in d.hyper}
+    return d.reference(np.asarray(weight, dtype=_F32), np.asarray(grad, dtype=_F32), state, h)
 
 
 # -- helpers ------------------------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """mxcc.optimizer against MXNet 1.9.1: the numpy update (the oracle for the compiled C update), the
 per-step hyper-parameters and the per-parameter multipliers.
 
-References: tests/data/train/mlp (MXNet's 5 SGD steps of the cpp-package MLP, copied from mxnet-ref) and
+References: tests/data/train/mlp (MXNet's 5 SGD steps of the cpp-package MLP, copied from mxnet-ref),
 tests/data/train_libs/optimizer_ref.* (gen_train_libs.py: SGD/momentum/clip/schedules/Adam and Module-style
-multipliers driven through mx.optimizer.get_updater). Tolerance: max|w - ref| <= 1e-6 * max|ref| per
+multipliers driven through mx.optimizer.get_updater) and optimizer_rmsprop_ref.* (the same for RMSProp, plain
+and centered, with clip_weights). Tolerance: max|w - ref| <= 1e-6 * max|ref| per
 step. MXNet's get_updater runs multi_sgd_update, whose operation order (w -= lr*wd*w + lr*(rg*g)) differs
 from sgd_update's ((1 - lr*wd)*w - (lr*rg)*g) that update_numpy follows: about 1e-7 apart; the momentum
 and Adam paths agree to the bit in practice.
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 
 from mxcc import sym
-from mxcc.optimizer import (HYPER_KEYS, STATE_NAMES, SGD, Adam, FactorScheduler, MultiFactorScheduler, create,
+from mxcc.optimizer import (SGD, UPDATES, Adam, FactorScheduler, MultiFactorScheduler, RMSProp, create,
                             update_numpy)
 from mxcc.params import load_params, split_arg_aux
 from mxcc_testing import DATA, rel_err
@@ -24,12 +25,18 @@ from mxcc_testing import DATA, rel_err
 TOL = 1e-6
 REF = DATA / "train_libs"
 CASES = json.loads((REF / "optimizer_ref.json").read_text())
+RMSPROP = json.loads((REF / "optimizer_rmsprop_ref.json").read_text())
+assert RMSPROP["names"] == CASES["names"] and RMSPROP["steps"] == CASES["steps"]
+CASES["cases"].update(RMSPROP["cases"])
 
 
 @pytest.fixture(scope="module")
 def arrays():
-    with np.load(REF / "optimizer_ref.npz") as f:
-        return dict(f)
+    out = {}
+    for name in ("optimizer_ref.npz", "optimizer_rmsprop_ref.npz"):
+        with np.load(REF / name) as f:
+            out.update(f)
+    return out
 
 
 def _make(case: dict):
@@ -41,7 +48,7 @@ def _make(case: dict):
         kw["param_idx2name"] = dict(enumerate(CASES["names"]))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)       # lr_scheduler base_lr overridden, as MXNet warns
-        opt = (SGD if case["optimizer"] == "sgd" else Adam)(**kw)
+        opt = create(case["optimizer"], **kw)
     if case["set_lr_mult"]:
         opt.set_lr_mult(case["set_lr_mult"])
     if case["set_wd_mult"]:
@@ -50,15 +57,20 @@ def _make(case: dict):
 
 
 def test_interface_constants():
-    assert STATE_NAMES == {"sgd": (), "sgd_mom": ("mom",), "adam": ("mean", "var")}
+    assert {k: d.states for k, d in UPDATES.items()} == {
+        "sgd": (), "sgd_mom": ("mom",), "adam": ("mean", "var"), "rmsprop": ("var",),
+        "rmspropalex": ("var", "mean", "delta")}
     assert SGD().kind == "sgd" and SGD().state_names == ()
     assert SGD(momentum=0.9).kind == "sgd_mom" and SGD(momentum=0.9).state_names == ("mom",)
     assert Adam().kind == "adam" and Adam().state_names == ("mean", "var")
-    for opt in (SGD(), SGD(momentum=0.9), Adam()):
-        assert tuple(opt.step_hyper(1)) == HYPER_KEYS[opt.kind]
+    assert RMSProp().kind == "rmsprop" and RMSProp().state_names == ("var",)
+    assert RMSProp(centered=True).kind == "rmspropalex" and len(RMSProp(centered=True).state_names) == 3
+    for opt in (SGD(), SGD(momentum=0.9), Adam(), RMSProp(), RMSProp(centered=True)):
+        assert tuple(opt.step_hyper(1)) == UPDATES[opt.kind].hyper_names     # the C function's order
     assert isinstance(create("SGD", momentum=0.5), SGD) and isinstance(create("adam"), Adam)
+    assert isinstance(create("RMSProp", centered=True), RMSProp)
     with pytest.raises(ValueError):
-        create("rmsprop")
+        create("ftrl")
 
 
 def test_mlp_trace_sgd_steps():
@@ -180,6 +192,23 @@ def test_update_numpy_formulas():
     assert rel_err(got, w64 - lr * ref_mean / (np.sqrt(ref_var) + 1e-8)) <= 1e-5
     assert rel_err(update_numpy("sgd", w, g, (), {**h, "clip_gradient": -1.0})[0],
                    (1 - lr * wd) * w64 - lr * rg * g64) <= 1e-6
+    g1, g2, eps, cw = 0.9, 0.8, 1e-6, 1.5
+    h.update(gamma1=g1, gamma2=g2, epsilon=eps, clip_weights=cw)
+    got, (var,) = update_numpy("rmsprop", w, g, (v,), h, lr_mult=2.0, wd_mult=0.5)
+    gp = np.clip(rg * g64 + 0.5 * wd * w64, -c, c)           # RMSProp: weight decay before the clip too
+    ref_var = (1 - g1) * gp ** 2 + g1 * v64
+    assert rel_err(var, ref_var) <= 1e-6
+    assert rel_err(got, np.clip(w64 - 2 * lr * gp / np.sqrt(ref_var + eps), -cw, cw)) <= 1e-6
+    d = rng.standard_normal(1000).astype(np.float32)
+    va = (m64 ** 2 + v64).astype(np.float32)                  # E[g^2] >= E[g]^2, as the states keep it
+    got, (var, mean, delta) = update_numpy("rmspropalex", w, g, (va, m, d), h)
+    gp = np.clip(rg * g64 + wd * w64, -c, c)
+    ref_var, ref_mean = (1 - g1) * gp ** 2 + g1 * va.astype(np.float64), (1 - g1) * gp + g1 * m64
+    ref_delta = g2 * d.astype(np.float64) - lr * gp / np.sqrt(ref_var - ref_mean ** 2 + eps)
+    assert rel_err(var, ref_var) <= 1e-6 and rel_err(mean, ref_mean) <= 1e-6 and rel_err(delta, ref_delta) <= 1e-5
+    assert rel_err(got, np.clip(w64 + ref_delta, -cw, cw)) <= 1e-5
+    assert rel_err(update_numpy("rmsprop", w, g, (v,), {**h, "clip_weights": -1.0})[0],
+                   w64 - lr * gp / np.sqrt((1 - g1) * gp ** 2 + g1 * v64 + eps)) <= 1e-6
     with pytest.raises(ValueError):
         update_numpy("sgd_mom", w, g, (), h)
 

@@ -2,13 +2,17 @@
 
 Run with MXNet's own interpreter from the repository root (mxcc's tests never import mxnet):
 
-    /tmp/mxnet-venv/bin/python tests/data/train_libs/gen_train_libs.py
+    /tmp/mxnet-venv/bin/python tests/data/train_libs/gen_train_libs.py [PART ...]
+
+PART: optimizers, rmsprop, schedulers, initializers, io, metrics, checkpoint (default: all of them).
 
 Writes, beside this script:
   optimizer_ref.npz / optimizer_ref.json  SGD (momentum, clip, schedules, Module-style multipliers) and Adam
                                           driven through mx.optimizer.get_updater: initial weights, raw
                                           gradients, weights and states after every step.
   optimizer_mults-symbol.json             the symbol (variables with lr_mult / wd_mult) of case 'module_mults'.
+  optimizer_rmsprop_ref.npz / .json       the same for RMSProp, plain and centered (gamma1, gamma2, epsilon,
+                                          wd, rescale_grad, clip_gradient, clip_weights, schedules, multipliers).
   lr_scheduler_ref.json                   FactorScheduler / MultiFactorScheduler values for updates 0..50, as
                                           an optimizer calls them (non-decreasing counts), and the lr an
                                           optimizer with learning_rate + scheduler uses.
@@ -91,13 +95,11 @@ def make_scheduler(spec):
     return mx.lr_scheduler.MultiFactorScheduler(**kw)
 
 
-def gen_optimizers():
+def run_updater_cases(specs, rs, sym):
+    """Each case of `specs` {case: (optimizer name, kwargs, gradient scale)} driven through
+    mx.optimizer.get_updater for STEPS steps on 3 parameters of SHAPES, drawing from `rs`: (arrays, cases)."""
     arrays, cases = {}, {}
-    rs = np.random.RandomState(1234)
-    sym = mults_symbol()
-    with open(os.path.join(HERE, "optimizer_mults-symbol.json"), "w") as f:
-        f.write(sym.tojson())
-    for case, (name, kw, gscale) in OPT_CASES.items():
+    for case, (name, kw, gscale) in specs.items():
         kw = dict(kw)
         config = {k: (list(v) if isinstance(v, tuple) else v) for k, v in kw.items()
                   if k not in ("param_idx2name", "set_lr_mult", "set_wd_mult")}
@@ -131,12 +133,48 @@ def gen_optimizers():
                        "set_wd_mult": set_wd and {str(k): v for k, v in set_wd.items()},
                        "lr_used_last_step": [opt._get_lr(i) for i in range(3)],
                        "wd_used": [opt._get_wd(i) for i in range(3)]}
+    return arrays, cases
+
+
+DRIVER = ("updater = mx.optimizer.get_updater(opt); updater(i, grad, weight) for i in 0..2 each step; "
+          "'module_mults' passes sym + param_idx2name as Module does")
+
+
+def gen_optimizers():
+    sym = mults_symbol()
+    with open(os.path.join(HERE, "optimizer_mults-symbol.json"), "w") as f:
+        f.write(sym.tojson())
+    arrays, cases = run_updater_cases(OPT_CASES, np.random.RandomState(1234), sym)
     np.savez_compressed(os.path.join(HERE, "optimizer_ref.npz"), **arrays)
     dump("optimizer_ref.json", {"environment": env(), "shapes": SHAPES, "names": NAMES, "steps": STEPS,
-                                "driver": "updater = mx.optimizer.get_updater(opt); updater(i, grad, weight) "
-                                          "for i in 0..2 each step; 'module_mults' passes sym + "
-                                          "param_idx2name as Module does",
-                                "cases": cases})
+                                "driver": DRIVER, "cases": cases})
+
+
+# MXNet's RMSProp (rmsprop_update; centered=True: rmspropalex_update). States: (n,) or (n, g, delta).
+RMSPROP_CASES = {
+    "rmsprop": ("rmsprop", dict(learning_rate=0.01, wd=1e-3, rescale_grad=0.5), 1.0),
+    "rmsprop_clip_factor": ("rmsprop", dict(learning_rate=0.02, gamma1=0.95, epsilon=1e-6, wd=0.01, rescale_grad=1.0,
+                                            clip_gradient=0.5, clip_weights=0.9,
+                                            lr_scheduler=("factor", dict(step=2, factor=0.5))), 1.0),
+    "rmsprop_centered": ("rmsprop", dict(learning_rate=0.01, gamma1=0.9, gamma2=0.8, centered=True, wd=1e-3,
+                                         rescale_grad=0.25), 1.0),
+    "rmsprop_centered_clip_multifactor": ("rmsprop", dict(learning_rate=0.005, gamma1=0.85, gamma2=0.95,
+                                                          epsilon=1e-7, centered=True, wd=0.02, rescale_grad=2.0,
+                                                          clip_gradient=0.3, clip_weights=1.2,
+                                                          lr_scheduler=("multifactor", dict(step=[2, 4], factor=0.3))),
+                                          1.0),
+    "rmsprop_tiny_grads": ("rmsprop", dict(learning_rate=0.001), 1e-4),
+    "rmsprop_centered_module_mults": ("rmsprop", dict(learning_rate=0.01, centered=True, wd=0.01, rescale_grad=1.0,
+                                                      param_idx2name=dict(enumerate(NAMES)),
+                                                      set_lr_mult={"fc_bias": 3.0}, set_wd_mult={2: 0.25}), 1.0),
+}
+
+
+def gen_rmsprop():
+    arrays, cases = run_updater_cases(RMSPROP_CASES, np.random.RandomState(2024), mults_symbol())
+    np.savez_compressed(os.path.join(HERE, "optimizer_rmsprop_ref.npz"), **arrays)
+    dump("optimizer_rmsprop_ref.json", {"environment": env(), "shapes": SHAPES, "names": NAMES, "steps": STEPS,
+                                        "driver": DRIVER, "cases": cases})
 
 
 # -- learning-rate schedules ----------------------------------------------------------------------------------
@@ -362,15 +400,15 @@ def gen_checkpoint():
             "params_bytes_equal_to_mxnet": mx_written == mxcc_written})
 
 
-def main():
-    gen_optimizers()
-    gen_schedulers()
-    gen_initializers()
-    gen_io()
-    gen_metrics()
-    gen_checkpoint()
+PARTS = {"optimizers": gen_optimizers, "rmsprop": gen_rmsprop, "schedulers": gen_schedulers,
+         "initializers": gen_initializers, "io": gen_io, "metrics": gen_metrics, "checkpoint": gen_checkpoint}
+
+
+def main(parts):
+    for part in parts or PARTS:
+        PARTS[part]()
     print("wrote reference data to", HERE)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
