@@ -68,6 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--random-params", action="store_true",
                    help="no weights at hand: Xavier-initialized params (seed 0; moving stats 0/1), for benchmarks")
     c.add_argument("--no-profile", action="store_true", help="compile the profiler hooks out")
+    c.add_argument("--timings", action="store_true", help="print how long each stage took (front end, each pass, "
+                   "lowering, rendering, C compile, link)")
     c.add_argument("--train", action="store_true",
                    help="compile forward + backward + optimizer update (and <net>_train for classifiers)")
     c.add_argument("--optimizer", choices=optimizer.names(), default="sgd", help="with --train (default sgd)")
@@ -142,6 +144,11 @@ def _compile(args) -> int:
                        plan=not args.no_plan, fold=not args.no_fold, schedule=not args.no_schedule, isa=args.isa, profile=not args.no_profile, **train)
     dt = time.perf_counter() - t
     print(f"compiled {args.net} -> {out}/ ({'cached' if mod.cached else 'built'} in {dt:.2f} s)")
+    if args.timings:
+        width = max(len(stage) for stage, _ in mod.timings)
+        for stage, seconds in mod.timings:
+            print(f"  {stage:{width}s}  {seconds * 1e3:8.1f} ms")
+        print(f"  {'total':{width}s}  {sum(s for _, s in mod.timings) * 1e3:8.1f} ms")
     print(f"  inputs : {', '.join(f'{k}{v}' for k, v in mod.input_shapes.items())}")
     print(f"  outputs: {', '.join(f'{k}{v}' for k, v in mod.output_shapes.items())}")
     print(f"  python : mxcc.load({out!r}).forward(...)    bench: {out}/{mod.meta['bench']} --iters 1000")

@@ -91,9 +91,10 @@ void mxcc_set_num_threads(int n);
 int mxcc_get_num_threads(void);
 
 /* Call-site hooks of generated code (inline: off = one load and branch). */
+uint64_t mxcc_prof_now_ns(void);   /* mxcc_now_ns out of line: what the call sites use */
 static inline uint64_t mxcc_prof_begin(const mxcc_ctx *ctx)
 {
-    return ctx->prof.enabled ? mxcc_now_ns() : 0;
+    return ctx->prof.enabled ? mxcc_prof_now_ns() : 0;
 }
 static inline void mxcc_prof_end(mxcc_ctx *ctx, int kernel, int phase, uint64_t t0)
 {
@@ -107,7 +108,6 @@ void mxcc_prof_set_enabled(mxcc_ctx *ctx, int enabled);
 /* Copies up to max events into out (oldest first), removes them, returns how many. */
 uint32_t mxcc_prof_drain(mxcc_ctx *ctx, mxcc_prof_event *out, uint32_t max);
 uint64_t mxcc_prof_dropped(const mxcc_ctx *ctx);
-uint64_t mxcc_prof_now_ns(void);
 /* The executables' --profile: a raw timeline file (mxcc_prof_event records) -> Chrome trace JSON at
  * json_path (written atomically). names: <net>_node_names. 0 on success. */
 int mxcc_prof_write_trace(const char *timeline_path, const char *json_path, const char *net,

@@ -34,13 +34,8 @@ static inline uint64_t mxcc_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static inline void mxcc_prof_push(mxcc_prof *p, int kernel, int phase, uint64_t t0)
-{
-    const uint64_t t1 = mxcc_now_ns();
-    if (p->count < p->capacity)
-        p->events[p->count++] = (mxcc_prof_event){ kernel, phase, t0, t1 };
-    else
-        p->dropped++;
-}
+/* Record the event of a kernel call that began at t0 and ends now (out of line: a network has a call site per
+ * kernel, and gcc would otherwise compile this body at each of them). */
+void mxcc_prof_push(mxcc_prof *p, int kernel, int phase, uint64_t t0);
 
 #endif /* MXCC_PROF_H */

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 
@@ -346,12 +347,24 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
     opts = CompileOptions.from_env(**options)
     if opts.sanitize and out_dir is None:
         raise TypeError("sanitize=True builds executables to run outside Python: give out_dir=")
+    timings: list[tuple[str, float]] = []
+    clock = time.perf_counter()
+
+    def lap(stage: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timings.append((stage, now - clock))
+        clock = now
+
     graph, source = _graph_of(net)
     setup = _training_setup(opts, graph, shapes, optimizer, grad_req, inputs_need_grad)
     optimizer = setup.optimizer
+    lap("front end" + (" + training setup" if opts.train else ""))
     # parsed once, above; a training compile typed it once to read grad_req, and every plan starts from that
     plan, _ = plan_network(setup.typed or graph, shapes, opts, wrt=setup.wrt, state_names=setup.state_names,
-                           accumulate=setup.accumulate, typed=setup.typed is not None)
+                           accumulate=setup.accumulate, typed=setup.typed is not None,
+                           log=lambda pass_name, seconds, nodes: timings.append((f"pass {pass_name}", seconds)))
+    clock = time.perf_counter()
     name = c_ident(name) if name else _default_name(source)
     calls, folded = lower(plan, name), lower_folded(plan, name)
     updates = train_program = infer = None
@@ -364,6 +377,7 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
         infer = _inference_variant(net, shapes, opts, plan, name, len(calls) + len(updates), setup)
         if infer:           # one arena holds both; the variant adds slots
             plan = dc_replace(plan, arena_bytes=infer.arena_bytes, slots=infer.slots)
+    lap("lowering" + (" (+ the inference plans of a training build)" if opts.train else ""))
     src = render(plan, calls, name, template_dir=str(resource_dir("templates")), source=source,
                  options=_options_line(opts, optimizer),
                  profile=opts.profile, poison=opts.poison, updates=updates, train_program=train_program,
@@ -375,7 +389,10 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
                  folded=folded + (infer.folded if infer else []),
                  folded_bytes=max(plan.derived_bytes, infer.derived_bytes if infer else 0))
     pj = plan_to_json(plan, calls, folded)
-    built = build(name, src.c, src.h, src.cdef, src.bench, opts, train_src=src.train)
+    lap("rendering C")
+    built = build(name, src.c, src.h, src.cdef, src.bench, opts, train_src=src.train, parts=src.parts,
+                  log=lambda stage, seconds: timings.append((stage, seconds)))
+    clock = time.perf_counter()
     meta = _module_meta(name, source, opts, built, pj, plan, calls, updates, infer, optimizer, bool(src.train))
     if isinstance(params, (str, os.PathLike)):
         params = load_params(params)
@@ -389,8 +406,11 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
             None if params is None else lambda path: save_params(path, {k: np.asarray(v) for k, v in params.items()}))
         if opts.sanitize:       # an ASan-instrumented extension cannot load into a plain Python
             return directory
+    lap("writing the output directory" if out_dir is not None else "module record")
     mod = cls(directory, meta, threads=threads, **kw)
     mod.cached = built.cached
     if params is not None:
         mod.set_params(params)
+    lap("loading and binding params")
+    mod.timings = timings
     return mod

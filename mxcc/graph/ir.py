@@ -10,6 +10,7 @@ more nodes, marked with `phase`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Iterable
 
 from mxcc.ops import attrs as attrs_parser
@@ -107,6 +108,16 @@ class Graph:
         if t is None:
             raise ValueError(f"node {self.nodes[ref.node].name!r} has no inferred type")
         return t[ref.index]
+
+    @cached_property
+    def has_backward(self) -> bool:
+        """Whether autodiff appended a backward (a training graph). Cached: the graph is immutable."""
+        return any(n.phase == "backward" for n in self.nodes)
+
+    @cached_property
+    def input_names(self) -> frozenset[str]:
+        """`inputs` as a set (cached)."""
+        return frozenset(self.inputs)
 
     @property
     def variables(self) -> list[Node]:

@@ -54,13 +54,13 @@ def bind_time_inputs(graph: Graph, node) -> frozenset[str]:
     values folded from them), when `node` runs in the forward of an inference graph; empty in a training
     graph (every update changes the params). Such inputs may be transformed once by `<net>_prepare`
     (packed weights: codegen/lower.py LowerCtx.packed_input); the planner and the lowering both ask here."""
-    if node.phase != "forward" or any(n.phase == "backward" for n in graph.nodes):
+    if node.phase != "forward" or graph.has_backward:
         return frozenset()
     names = node.opdef.inputs(node.params)
     fixed = set()
     for name, r in zip(names, node.inputs):
         src = graph.nodes[r.node]
-        if (src.is_variable and src.name not in graph.inputs) or src.phase == PREPARE:
+        if (src.is_variable and src.name not in graph.input_names) or src.phase == PREPARE:
             fixed.add(name)
     return frozenset(fixed)
 

@@ -15,6 +15,8 @@ Location.derived), never in the arena; those the forward reads stay live to the 
 """
 from __future__ import annotations
 
+import numpy as np
+
 from mxcc.graph.ir import Graph, Ref
 from mxcc.passes.fold_constants import PREPARE, bind_time_inputs
 from mxcc.plan import BufferSlot, Location, Plan, Slot, Workspace
@@ -280,23 +282,24 @@ def _least_recently_used(buffers: list[BufferSlot], offsets: list[int], arena: i
     offsets = list(offsets)
     if len(buffers) > LRU_MAX_BUFFERS:
         return offsets
+    start = np.array([b.start for b in buffers])
+    end = np.array([b.end for b in buffers])
+    size_of = np.array([_align(b.nbytes) for b in buffers])
     for i in sorted(range(len(buffers)), key=lambda i: buffers[i].start):
-        b, size = buffers[i], _align(buffers[i].nbytes)
-        others = [j for j in range(len(buffers)) if j != i]
-        live = [(offsets[j], offsets[j] + _align(buffers[j].nbytes)) for j in others
-                if buffers[j].start <= b.end and b.start <= buffers[j].end]
-        past = [(offsets[j], offsets[j] + _align(buffers[j].nbytes), buffers[j].end) for j in others
-                if buffers[j].end < b.start]
-        cands = sorted({0, *(hi for _, hi in live), *(lo for lo, _, _ in past), *(hi for _, hi, _ in past)})
-        best = None
-        for off in cands:
-            if off + size > arena or any(lo < off + size and off < hi for lo, hi in live):
-                continue
-            last = max((e for lo, hi, e in past if lo < off + size and off < hi), default=-1)
-            if best is None or last < best[0]:
-                best = (last, off)
-        if best:
-            offsets[i] = best[1]
+        b, size = buffers[i], int(size_of[i])
+        lo = np.array(offsets)
+        hi = lo + size_of
+        others = np.arange(len(buffers)) != i
+        live = others & (start <= b.end) & (b.start <= end)
+        past = others & (end < b.start)
+        cands = np.array(sorted({0, *hi[live].tolist(), *lo[past].tolist(), *hi[past].tolist()}))
+        # per candidate offset (rows) and buffer (columns): do their byte ranges meet?
+        meets = (lo[None, :] < cands[:, None] + size) & (cands[:, None] < hi[None, :])
+        fits = (cands + size <= arena) & ~(meets & live[None, :]).any(axis=1)
+        last = np.where(meets & past[None, :], end[None, :], -1).max(axis=1, initial=-1)
+        if fits.any():
+            # the first candidate whose range was last used longest ago (np.argmin: the first of equals)
+            offsets[i] = int(cands[int(np.argmin(np.where(fits, last, np.iinfo(np.int64).max)))])
     return offsets
 
 
