@@ -280,7 +280,7 @@ def _least_recently_used(buffers: list[BufferSlot], offsets: list[int], arena: i
     kernels). Each move keeps every constraint of the placement (checked against all other buffers), so the
     arena does not grow. Cubic in the buffers: skipped past LRU_MAX_BUFFERS."""
     offsets = list(offsets)
-    if len(buffers) > LRU_MAX_BUFFERS:
+    if len(buffers) > LRU_MAX_BUFFERS or arena >= 1 << 62:      # (beyond int64: no machine has such an arena)
         return offsets
     start = np.array([b.start for b in buffers])
     end = np.array([b.end for b in buffers])

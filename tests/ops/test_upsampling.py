@@ -6,7 +6,7 @@ import pytest
 
 import mxcc
 from mxcc import sym
-from mxcc.errors import AttrError, ShapeError
+from mxcc.errors import ShapeError
 from mxcc_testing import needs_gcc
 
 
@@ -39,5 +39,6 @@ def test_shape_errors():
     with pytest.raises(ShapeError, match="multi_input_mode='sum'"):
         sym.UpSampling(a, b, scale=2, sample_type="nearest", num_args=2, multi_input_mode="sum",
                        name="u").infer_shape(a=(1, 2, 4, 4), b=(1, 3, 2, 2))
-    with pytest.raises(AttrError, match="bilinear"):
-        sym.UpSampling(a, scale=2, sample_type="bilinear", num_filter=2)
+    with pytest.raises(ShapeError, match="num_filter"):        # bilinear: a depthwise deconvolution per channel
+        sym.UpSampling(a, sym.var("w"), scale=2, sample_type="bilinear", num_filter=3, name="u").infer_shape(
+            a=(1, 2, 4, 4))
