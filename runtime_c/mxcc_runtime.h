@@ -58,6 +58,28 @@ typedef struct mxcc_slot_info {
     size_t size;              /* elements */
 } mxcc_slot_info;
 
+/* A generated network, as one value: its tables and entry points (`const mxcc_net <net>_net`, in <net>.c).
+ * The drivers of runtime_c/driver/ (the benchmark, the training program) take one, so the same C runs every
+ * network. Entry points a build does not have (forward_infer, backward, update, step without training) are NULL. */
+typedef struct mxcc_net {
+    const char *name;
+    int num_slots;
+    const mxcc_slot_info *slots;
+    int num_names;                          /* kernels, one per parameter update, inference-mode kernels */
+    const char *const *node_names;          /* kernel index -> its fused group's name (profiler) */
+    size_t arena_bytes;
+    mxcc_ctx *(*ctx_create)(char *err, size_t errlen);
+    mxcc_ctx *(*ctx_create_shared)(const mxcc_ctx *base, char *err, size_t errlen);
+    int (*ctx_reserve_threads)(mxcc_ctx *ctx, int threads);
+    void (*ctx_free)(mxcc_ctx *ctx);
+    void (*prepare)(mxcc_ctx *ctx);
+    void (*forward)(mxcc_ctx *ctx);
+    void (*forward_infer)(mxcc_ctx *ctx);
+    void (*backward)(mxcc_ctx *ctx);
+    void (*update)(mxcc_ctx *ctx);
+    void (*step)(mxcc_ctx *ctx);
+} mxcc_net;
+
 /* NULL on failure, with a message in err. Per-thread buffers are sized for `threads` threads (<= 0:
  * mxcc_default_threads()); scratch_floats is the kernels' scratch for that many. */
 mxcc_ctx *mxcc_ctx_create(size_t arena_bytes, size_t derived_bytes, int n_slots, size_t scratch_floats,

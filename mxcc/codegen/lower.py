@@ -393,9 +393,10 @@ TRAIN_FLAGS = {"lr": "--lr", "wd": "--wd", "momentum": "--momentum"}   # <net>_t
 
 
 def lower_train_program(plan: Plan, update: "UpdateDef", hyper: dict) -> dict | None:
-    """The constants of `<net>_train` (templates/train.c.j2), for a classifier with one image input, one
-    label and one (batch, classes) output; None when the network is not of that shape. `update`: the
-    optimizer's table entry, `hyper`: its step_hyper(1), the values the program trains with."""
+    """The constants of `<net>_train` (mxcc_train_config, runtime_c/driver/mxcc_driver.h), for a classifier
+    with one image input, one label and one (batch, classes) output; None when the network is not of that
+    shape. `update`: the optimizer's table entry, `hyper`: its step_hyper(1), the values the program trains
+    with."""
     inputs = [s for s in plan.slots if s.kind == "input"]
     if any(s.kind == "head_grad" for s in plan.slots):
         return None                     # an output that is not a loss head: the program has no gradient for it
@@ -410,17 +411,16 @@ def lower_train_program(plan: Plan, update: "UpdateDef", hyper: dict) -> dict | 
     for s in plan.slots:
         if s.kind not in ("param", "aux"):
             continue
-        size = _prod(s.shape)
         if s.name.endswith("weight") or (len(s.shape) >= 2 and s.kind == "param"):
             hw = _prod(s.shape[2:]) if len(s.shape) > 2 else 1
             fan_in, fan_out = (s.shape[1] if len(s.shape) > 1 else s.shape[0]) * hw, s.shape[0] * hw
             scale = (3.0 / ((fan_in + fan_out) / 2.0)) ** 0.5
-            inits.append(dict(name=s.name, slot=s.index, size=size, how=f"Xavier U(-{scale:.6g}, {scale:.6g})",
-                              expr=f"(float)((2.0 * rng_uniform() - 1.0) * {scale!r})"))
+            inits.append(dict(name=s.name, slot=s.index, how=f"Xavier U(-{scale:.6g}, {scale:.6g})",
+                              kind="MXCC_INIT_UNIFORM", scale=repr(scale)))
         elif s.name.endswith(("gamma", "moving_var", "running_var")):
-            inits.append(dict(name=s.name, slot=s.index, size=size, how="ones", expr="1.0f"))
+            inits.append(dict(name=s.name, slot=s.index, how="ones", kind="MXCC_INIT_ONES", scale="0.0"))
         else:
-            inits.append(dict(name=s.name, slot=s.index, size=size, how="zeros", expr="0.0f"))
+            inits.append(dict(name=s.name, slot=s.index, how="zeros", kind="MXCC_INIT_ZEROS", scale="0.0"))
     return dict(data_slot=data[0].index, label_slot=labels[0].index, output_slot=outputs[0].index,
                 batch=batch, sample=_prod(data[0].shape[1:]), classes=outputs[0].shape[1], inits=inits,
                 **_train_hyper(update, hyper, batch))
@@ -428,8 +428,8 @@ def lower_train_program(plan: Plan, update: "UpdateDef", hyper: dict) -> dict | 
 
 def _train_hyper(update: "UpdateDef", hyper: dict, batch: int) -> dict:
     """<net>_train's ctx->hyper: `hyper`, one {name, flag, value} per float in `update`'s order, with `flag`
-    the option that overrides it ('' for none) and `value` its default for atof (with a flag) or a C float
-    literal; and `unused_flags`, the options this update has no hyper-parameter for. The values are those of
+    the option that overrides it ('' for none) and `value` its default (a C double the program rounds to
+    float); and `unused_flags`, the options this update has no hyper-parameter for. The values are those of
     the optimizer's first update, except rescale_grad: 1/batch, the program's gradient being the batch's sum
     (MXNet's C++ MLP example sets it so)."""
     out = []
@@ -437,5 +437,5 @@ def _train_hyper(update: "UpdateDef", hyper: dict, batch: int) -> dict:
         if h.name == "rescale_grad":
             v = float(np.float32(1.0) / np.float32(batch))          # C's 1.0f / batch, to the bit
         flag = TRAIN_FLAGS.get(h.name, "")
-        out.append(dict(name=h.name, flag=flag, value=repr(v) if flag else c_float(v)))
+        out.append(dict(name=h.name, flag=flag, value=repr(float(v)) if np.isfinite(v) else c_float(v)))
     return dict(hyper=out, unused_flags=[f for name, f in TRAIN_FLAGS.items() if name not in update.hyper_names])

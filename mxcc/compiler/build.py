@@ -46,13 +46,21 @@ STALE_AFTER_S = 300     # a tmp- folder of a dead pid, untouched this long, is a
 
 
 def runtime_sources() -> list[Path]:
-    """The runtime every module links; runtime_c/data/ (IDX reading, zlib) only goes into `<net>_train`."""
+    """The runtime every module links. The executables' own code is not in it: runtime_c/driver/ (their
+    mains' bodies) and runtime_c/data/ (IDX reading, zlib: `<net>_train` only)."""
     root = resource_dir("runtime_c")
-    return sorted(p for p in root.rglob("*.c") if not {"tests", "data"} & set(p.relative_to(root).parts))
+    return sorted(p for p in root.rglob("*.c")
+                  if not {"tests", "data", "driver"} & set(p.relative_to(root).parts))
+
+
+def bench_sources() -> list[Path]:
+    driver = resource_dir("runtime_c") / "driver"
+    return [driver / "bench.c", driver / "common.c"]
 
 
 def train_sources() -> list[Path]:
-    return sorted((resource_dir("runtime_c") / "data").glob("*.c"))
+    root = resource_dir("runtime_c")
+    return [root / "driver" / "train.c", root / "driver" / "common.c", *sorted((root / "data").glob("*.c"))]
 
 
 def runtime_files() -> list[Path]:
@@ -461,6 +469,7 @@ def build(net: str, c_src: str, h_src: str, cdef: str, bench_src: str, opts: Com
         with contextlib.redirect_stdout(io.StringIO()):     # cffi announces "generating ..."
             ffi.emit_c_code(str(tmp / f"{module}.c"))
         inc = ["-I", str(resource_dir("runtime_c")), "-I", str(tmp)]
+        exe_inc = ["-I", str(resource_dir("runtime_c") / "driver")]
         py_inc = ["-I", sysconfig.get_paths()["include"]]
         net_objs = [f"{net}.o"] if parts == 1 else [f"{net}_{k}.o" for k in range(parts)]
         # part 0 of several holds the tables and entry points only (sequences of calls, no loops): -O1 is as
@@ -479,9 +488,9 @@ def build(net: str, c_src: str, h_src: str, cdef: str, bench_src: str, opts: Com
         libs = ["-fopenmp", "-lm"] + (["-fsanitize=address,undefined"] if opts.sanitize else [])
         _compile_parallel([
             ([cc, "-shared", "-o", so.name, f"{module}.o", *net_objs, *map(str, objs), *libs], "linking the module"),
-            ([cc, *fl, *inc, "-o", bench.name, f"{net}_bench.c", *net_objs, *map(str, objs), *libs],
-             "building the benchmark"),
-        ] + ([([cc, *fl, *inc, "-I", str(resource_dir("runtime_c") / "data"), "-o", f"{net}_train",
+            ([cc, *fl, *inc, *exe_inc, "-o", bench.name, f"{net}_bench.c", *map(str, bench_sources()), *net_objs,
+              *map(str, objs), *libs], "building the benchmark"),
+        ] + ([([cc, *fl, *inc, *exe_inc, "-I", str(resource_dir("runtime_c") / "data"), "-o", f"{net}_train",
                 f"{net}_train.c", *map(str, train_sources()), *net_objs, *map(str, objs), *libs, "-lz"],
                "building the training program (needs zlib: apt-get install zlib1g-dev)")]
              if train_src is not None else []), tmp)

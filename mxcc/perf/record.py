@@ -290,7 +290,7 @@ def format_train_report(prof: Profile, run: Run, meta: dict, epochs: list) -> st
         rows.append((ph, f"{n:,.0f}", f"{100 * n / total:.1f}%", f"{prof.phase_ns.get(ph, 0) / 1e6:,.1f}",
                      f"{wall[ph] / 1e6:,.1f}" if ph in wall else "-"))
     rows.append(("total", f"{prof.total:,.0f}", "100.0%", f"{prof.total_ns / 1e6:,.1f}", f"{run.wall_s * 1e3:,.1f}"))
-    phase = ["time per phase: every sample (all threads) by what it was doing; data loading is <net>_load_batch "
+    phase = ["time per phase: every sample (all threads) by what it was doing; data loading is mxcc_train_load_batch "
              "and mxcc_idx_read, other is start-up, the epoch loop, exit and idle OpenMP workers; wall ms of "
              "forward/backward/update from the timeline (kernel calls only, the validation forwards included)"]
     phase += _table(rows, right={1, 2, 3, 4})

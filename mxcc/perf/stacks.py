@@ -447,18 +447,18 @@ _PHASE_FN = {"forward": "forward", "backward": "backward", "update": "update"}
 def attribute_train(samples: list[Sample], kernels: list[Kernel], net: str, timeline: Timeline | None = None,
                     root: str | None = None) -> Profile:
     """Place every sample of a `<net>_train` run in a phase (data loading, forward, backward, update, other)
-    and, inside the last three, in a kernel or parameter update: by its stack (`<net>_load_batch` and
-    `mxcc_idx_read` (and zlib, which only it calls) are data loading, a kernel's function its kernel, `<net>_forward`/`_forward_infer`,
-    `_backward`, `_update` their phase), else by its time in the timeline (OpenMP workers, whose stacks
-    end in libgomp). Folded stacks are canonical: `<prog>;<net>_<phase>;<kernel fn>;...`,
-    `<prog>;<net>_load_batch;...`, anything else as sampled. Profile.forward counts the step's samples
+    and, inside the last three, in a kernel or parameter update: by its stack (`mxcc_train_load_batch` and
+    `mxcc_idx_read` (and zlib, which only it calls) are data loading, a kernel's function its kernel,
+    `<net>_forward`/`_forward_infer`, `_backward`, `_update` their phase), else by its time in the timeline
+    (OpenMP workers, whose stacks end in libgomp). Folded stacks are canonical: `<prog>;<net>_<phase>;<kernel fn>;...`,
+    `<prog>;mxcc_train_load_batch;...`, anything else as sampled. Profile.forward counts the step's samples
     (forward + backward + update), Profile.layers every kernel and update entry."""
     fn2k = {k.function: k.index for k in kernels if k.function.startswith(net + "_")}
     if timeline is not None and len(timeline) == 0:
         timeline = None
     prof = Profile(net, root or next((s.comm for s in samples if s.comm), net), timeline=timeline)
     rows = {k.index: LayerRow(k) for k in kernels}
-    loaders = {f"{net}_load_batch", "mxcc_idx_read"}
+    loaders = {"mxcc_train_load_batch", "mxcc_idx_read"}
     phase_frames = {f"{net}_forward": "forward", f"{net}_forward_infer": "forward", f"{net}_backward": "backward",
                     f"{net}_update": "update"}
     _count_totals(prof, samples, net)

@@ -484,7 +484,7 @@ TRAIN = "/tmp/t/mlp_train"
 # the update of w0 [..500, ..600) (seconds)
 TRAIN_SCRIPT = f"""\
 mlp_train   200/200  1000.000010000:    1001001 cpu-clock:
-\t            1000 mlp_load_batch+0x10 ({TRAIN})
+\t            1000 mxcc_train_load_batch+0x10 ({TRAIN})
 \t            2000 main+0x20 ({TRAIN})
 
 mlp_train   200/200  1000.000020000:    1001001 cpu-clock:
@@ -524,7 +524,7 @@ def test_attribute_training_phases():
     assert dict(prof.phases) == {"data loading": 2, "forward": 1, "backward": 1, "update": 2, "other": 1}
     assert [r.samples for r in prof.layers] == [1, 1, 2]
     assert prof.forward == 4 and prof.total == 7
-    assert prof.folded == {"mlp_train;mlp_load_batch": 1, "mlp_train;mxcc_idx_read;inflate_fast": 1,
+    assert prof.folded == {"mlp_train;mxcc_train_load_batch": 1, "mlp_train;mxcc_idx_read;inflate_fast": 1,
                            "mlp_train;mlp_forward;mlp_fullyconnected0;mxcc_gemm_f32": 1,
                            "mlp_train;mlp_backward;mlp_fullyconnected0_backward;mxcc_gemm_f32;"
                            "mxcc_gemm_f32._omp_fn.0": 1,
@@ -557,7 +557,7 @@ def test_perf_record_training(mlp_train_dir, capsys):
     assert report in printed and re.search(r"epoch 0: [\d,]+ samples/sec, accuracy 0\.\d+", report)
     folded = (o / "stacks.folded").read_text()
     frames = {f for line in folded.splitlines() for f in line.rpartition(" ")[0].split(";")}
-    assert "mlp_load_batch" in frames
+    assert "mxcc_train_load_batch" in frames
     assert "mlp_backward" in frames and any(f.endswith("_backward") and f != "mlp_backward" for f in frames)
     assert "mxcc_sgd_update_f32" in frames
     shares = {m[1]: float(m[2]) for m in re.finditer(r"^(data loading|forward|backward|update|other)\s+[\d,]+\s+"
@@ -567,4 +567,4 @@ def test_perf_record_training(mlp_train_dir, capsys):
     assert shares["forward"] > 0 and shares["backward"] > 0 and shares["update"] > 0
     for k in _meta(mlp_train_dir)["kernels"]:                            # backward kernels, update entries
         assert re.search(rf"^{re.escape(k['name'])}\s+{k['phase']}\s", report, re.M), k["name"]
-    assert 'data-n="mlp_load_batch"' in (o / "flame.svg").read_text()
+    assert 'data-n="mxcc_train_load_batch"' in (o / "flame.svg").read_text()

@@ -1,0 +1,75 @@
+/* The standalone executables of every network, as plain C over its descriptor (mxcc_net, mxcc_runtime.h).
+ * A generated <net>_bench.c or <net>_train.c is a main of one line that calls one of these with <net>_net
+ * (and, for training, the program's constants): the code is written, read and tested once, here.
+ *
+ *   bench.c   <net>_bench: times forwards on pseudo-random inputs; --timeline / --profile
+ *   train.c   <net>_train: MXNet's C++ MLP example (MNIST, one step per batch, accuracy per epoch)
+ *   common.c  what both share: options, the timeline and the trace
+ */
+#ifndef MXCC_DRIVER_H
+#define MXCC_DRIVER_H
+
+#include <stdio.h>
+
+#include "mxcc_runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int mxcc_bench_main(const mxcc_net *net, int argc, char **argv);
+
+/* ---- shared by both programs (common.c) ---- */
+
+const char *mxcc_arg_str(int argc, char **argv, const char *flag, const char *dflt);   /* "--flag VALUE" */
+double mxcc_now_seconds(void);                                                         /* CLOCK_MONOTONIC */
+
+/* --timeline FILE: each kernel call's (and parameter update's) [t0, t1) as raw mxcc_prof_event records, drained
+ * from the context after every forward or step; --profile FILE: a Chrome trace made from that timeline. */
+typedef struct mxcc_timeline {
+    const char *path, *profile;      /* NULL: not asked for */
+    char own_path[4096];             /* "<profile>.timeline" when only --profile is given (removed at the end) */
+    FILE *file;
+    mxcc_prof_event *events;         /* one forward's or step's events */
+    uint32_t capacity;
+} mxcc_timeline;
+void mxcc_timeline_args(mxcc_timeline *t, int argc, char **argv);
+int mxcc_timeline_start(mxcc_timeline *t, const mxcc_net *net, mxcc_ctx *ctx, const char *prog);   /* 0: ok */
+void mxcc_timeline_drain(mxcc_timeline *t, mxcc_ctx *ctx);
+int mxcc_timeline_finish(mxcc_timeline *t, const mxcc_net *net, const char *prog);                 /* 0: ok */
+
+/* How <net>_train initialises one parameter or aux state (mxcc/codegen/lower.py, lower_train_program). */
+typedef enum { MXCC_INIT_ZEROS, MXCC_INIT_ONES, MXCC_INIT_UNIFORM } mxcc_init_kind;
+typedef struct mxcc_train_init {
+    int slot;
+    mxcc_init_kind kind;
+    double scale;            /* MXCC_INIT_UNIFORM: U(-scale, scale) (Xavier: sqrt(3 / ((fan_in + fan_out) / 2))) */
+} mxcc_train_init;
+
+/* One float of ctx->hyper, in the optimizer update's order (mxcc/train/optimizer.py). */
+typedef struct mxcc_train_hyper {
+    const char *name;
+    const char *flag;        /* the option that overrides it ("--lr"), or NULL: fixed */
+    double value;            /* the default: the optimizer's first update */
+} mxcc_train_hyper;
+
+/* What <net>_train knows about its network: a classifier with one image input, one label per image and one
+ * [batch, classes] output. */
+typedef struct mxcc_train_config {
+    int data_slot, label_slot, output_slot;
+    long batch, sample, classes;     /* sample: values per image */
+    const char *optimizer;
+    int num_inits;
+    const mxcc_train_init *inits;
+    int num_hyper;
+    const mxcc_train_hyper *hyper;
+    int num_unused_flags;
+    const char *const *unused_flags; /* options of the program this optimizer has no hyper-parameter for */
+} mxcc_train_config;
+
+int mxcc_train_main(const mxcc_net *net, const mxcc_train_config *cfg, int argc, char **argv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MXCC_DRIVER_H */
