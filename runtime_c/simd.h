@@ -5,8 +5,11 @@
  * a kernel written with them is the kernel written with intrinsics.
  *
  *   mxcc_simd_f32, mxcc_simd_mask   the vector and a lane mask (a lane is on or off)
- *   mxcc_zero_f32 / set1 / loadu / storeu, mxcc_add / sub / mul / max / min / fmadd_f32 (a * b + c, one rounding
- *   where the ISA has FMA)
+ *   mxcc_zero_f32 / set1 / loadu / storeu, mxcc_add / sub / mul / div / max / min / fmadd_f32 (a * b + c, one
+ *   rounding where the ISA has FMA)
+ *   mxcc_abs_f32, mxcc_round_f32 (to nearest even), mxcc_signof_f32(x, m) (m >= 0 with the sign of x),
+ *   mxcc_exp2i_f32(n) (2^n for an integral n in [-126, 127], through the exponent bits)
+ *   mxcc_cmplt_f32 / mxcc_cmpgt_f32 (a mask; false where a lane is NaN), mxcc_select_f32(m, a, b) (m ? a : b)
  *   mxcc_mask_lanes(lo, hi), mxcc_mask_tail(n), mxcc_mask_bits(bits) and the masked load / store: lanes off
  *   are neither read (they load as 0, and never fault) nor written
  *   mxcc_unpacklo/hi_f32 (32-bit), mxcc_unpacklo/hi_f32x2 (64-bit pairs): interleaves within 128-bit lanes
@@ -23,6 +26,8 @@
 #ifndef MXCC_SIMD_H
 #define MXCC_SIMD_H
 
+#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #if defined(__AVX2__) || defined(__AVX512F__)
@@ -70,6 +75,33 @@ static inline mxcc_simd_f32 mxcc_min_f32(mxcc_simd_f32 a, mxcc_simd_f32 b) { ret
 static inline mxcc_simd_f32 mxcc_fmadd_f32(mxcc_simd_f32 a, mxcc_simd_f32 b, mxcc_simd_f32 c)
 {
     return _mm512_fmadd_ps(a, b, c);
+}
+static inline mxcc_simd_f32 mxcc_div_f32(mxcc_simd_f32 a, mxcc_simd_f32 b) { return _mm512_div_ps(a, b); }
+static inline mxcc_simd_f32 mxcc_abs_f32(mxcc_simd_f32 a) { return _mm512_abs_ps(a); }
+static inline mxcc_simd_f32 mxcc_round_f32(mxcc_simd_f32 a)
+{
+    return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+static inline mxcc_simd_f32 mxcc_signof_f32(mxcc_simd_f32 x, mxcc_simd_f32 m)
+{
+    const __m512i s = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u));
+    return _mm512_castsi512_ps(_mm512_or_si512(s, _mm512_castps_si512(m)));
+}
+static inline mxcc_simd_f32 mxcc_exp2i_f32(mxcc_simd_f32 n)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+}
+static inline mxcc_simd_mask mxcc_cmplt_f32(mxcc_simd_f32 a, mxcc_simd_f32 b)
+{
+    return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ);
+}
+static inline mxcc_simd_mask mxcc_cmpgt_f32(mxcc_simd_f32 a, mxcc_simd_f32 b)
+{
+    return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ);
+}
+static inline mxcc_simd_f32 mxcc_select_f32(mxcc_simd_mask m, mxcc_simd_f32 a, mxcc_simd_f32 b)
+{
+    return _mm512_mask_blend_ps(m, b, a);
 }
 /* lanes l with lo <= l < hi on (any lo, hi) */
 static inline mxcc_simd_mask mxcc_mask_lanes(int lo, int hi)
@@ -121,6 +153,32 @@ static inline mxcc_simd_f32 mxcc_min_f32(mxcc_simd_f32 a, mxcc_simd_f32 b) { ret
 static inline mxcc_simd_f32 mxcc_fmadd_f32(mxcc_simd_f32 a, mxcc_simd_f32 b, mxcc_simd_f32 c)
 {
     return _mm256_fmadd_ps(a, b, c);
+}
+static inline mxcc_simd_f32 mxcc_div_f32(mxcc_simd_f32 a, mxcc_simd_f32 b) { return _mm256_div_ps(a, b); }
+static inline mxcc_simd_f32 mxcc_abs_f32(mxcc_simd_f32 a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+static inline mxcc_simd_f32 mxcc_round_f32(mxcc_simd_f32 a)
+{
+    return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+static inline mxcc_simd_f32 mxcc_signof_f32(mxcc_simd_f32 x, mxcc_simd_f32 m)
+{
+    return _mm256_or_ps(_mm256_and_ps(x, _mm256_set1_ps(-0.0f)), m);
+}
+static inline mxcc_simd_f32 mxcc_exp2i_f32(mxcc_simd_f32 n)
+{
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+}
+static inline mxcc_simd_mask mxcc_cmplt_f32(mxcc_simd_f32 a, mxcc_simd_f32 b)
+{
+    return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_LT_OQ));
+}
+static inline mxcc_simd_mask mxcc_cmpgt_f32(mxcc_simd_f32 a, mxcc_simd_f32 b)
+{
+    return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_GT_OQ));
+}
+static inline mxcc_simd_f32 mxcc_select_f32(mxcc_simd_mask m, mxcc_simd_f32 a, mxcc_simd_f32 b)
+{
+    return _mm256_blendv_ps(b, a, _mm256_castsi256_ps(m));
 }
 static inline mxcc_simd_mask mxcc_mask_lanes(int lo, int hi)
 {
@@ -214,6 +272,46 @@ static inline mxcc_simd_f32 mxcc_fmadd_f32(mxcc_simd_f32 a, mxcc_simd_f32 b, mxc
 {
     for (int i = 0; i < 8; i++) c.f[i] += a.f[i] * b.f[i];
     return c;
+}
+static inline mxcc_simd_f32 mxcc_div_f32(mxcc_simd_f32 a, mxcc_simd_f32 b)
+{
+    for (int i = 0; i < 8; i++) a.f[i] /= b.f[i];
+    return a;
+}
+static inline mxcc_simd_f32 mxcc_abs_f32(mxcc_simd_f32 a)
+{
+    for (int i = 0; i < 8; i++) a.f[i] = fabsf(a.f[i]);
+    return a;
+}
+static inline mxcc_simd_f32 mxcc_round_f32(mxcc_simd_f32 a)   /* the default rounding mode: to nearest even */
+{
+    for (int i = 0; i < 8; i++) a.f[i] = nearbyintf(a.f[i]);
+    return a;
+}
+static inline mxcc_simd_f32 mxcc_signof_f32(mxcc_simd_f32 x, mxcc_simd_f32 m)
+{
+    for (int i = 0; i < 8; i++) m.f[i] = copysignf(m.f[i], x.f[i]);
+    return m;
+}
+static inline mxcc_simd_f32 mxcc_exp2i_f32(mxcc_simd_f32 n)
+{
+    for (int i = 0; i < 8; i++) {
+        const int32_t bits = ((int32_t)n.f[i] + 127) * (1 << 23);
+        memcpy(&n.f[i], &bits, sizeof bits);
+    }
+    return n;
+}
+static inline mxcc_simd_mask mxcc_cmplt_f32(mxcc_simd_f32 a, mxcc_simd_f32 b)
+{
+    mxcc_simd_mask m = 0;
+    for (int i = 0; i < 8; i++) m |= (unsigned)(a.f[i] < b.f[i]) << i;
+    return m;
+}
+static inline mxcc_simd_mask mxcc_cmpgt_f32(mxcc_simd_f32 a, mxcc_simd_f32 b) { return mxcc_cmplt_f32(b, a); }
+static inline mxcc_simd_f32 mxcc_select_f32(mxcc_simd_mask m, mxcc_simd_f32 a, mxcc_simd_f32 b)
+{
+    for (int i = 0; i < 8; i++) b.f[i] = m >> i & 1u ? a.f[i] : b.f[i];
+    return b;
 }
 static inline mxcc_simd_mask mxcc_mask_lanes(int lo, int hi)
 {

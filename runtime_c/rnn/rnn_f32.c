@@ -42,13 +42,13 @@ static void lstm_cells(const step *s, int n, int k0, int k1)
     float *c = s->c + (long)n * H, *h = s->y + (long)n * s->l->ldy;
     for (int k = k0; k < k1; k += RV) {
         const int m = k1 - k;
-        const rv i = rv_sigmoid(rv_add(rv_load(g + k, m), rv_load(q + k, m)));
-        const rv f = rv_sigmoid(rv_add(rv_load(g + H + k, m), rv_load(q + H + k, m)));
-        const rv gg = rv_tanh(rv_add(rv_load(g + 2 * H + k, m), rv_load(q + 2 * H + k, m)));
-        const rv o = rv_sigmoid(rv_add(rv_load(g + 3 * H + k, m), rv_load(q + 3 * H + k, m)));
-        const rv ct = rv_fma(f, cp ? rv_load(cp + k, m) : rv_set(0.0f), rv_mul(i, gg));
+        const rv i = rv_sigmoid(mxcc_add_f32(rv_load(g + k, m), rv_load(q + k, m)));
+        const rv f = rv_sigmoid(mxcc_add_f32(rv_load(g + H + k, m), rv_load(q + H + k, m)));
+        const rv gg = rv_tanh(mxcc_add_f32(rv_load(g + 2 * H + k, m), rv_load(q + 2 * H + k, m)));
+        const rv o = rv_sigmoid(mxcc_add_f32(rv_load(g + 3 * H + k, m), rv_load(q + 3 * H + k, m)));
+        const rv ct = mxcc_fmadd_f32(f, cp ? rv_load(cp + k, m) : mxcc_set1_f32(0.0f), mxcc_mul_f32(i, gg));
         rv_store(c + k, ct, m);
-        rv_store(h + k, rv_mul(o, rv_tanh(ct)), m);
+        rv_store(h + k, mxcc_mul_f32(o, rv_tanh(ct)), m);
         rv_store(g + k, i, m);
         rv_store(g + H + k, f, m);
         rv_store(g + 2 * H + k, gg, m);
@@ -65,12 +65,12 @@ static void gru_cells(const step *s, int n, int k0, int k1)
     float *h = s->y + (long)n * s->l->ldy;
     for (int k = k0; k < k1; k += RV) {
         const int m = k1 - k;
-        const rv r = rv_sigmoid(rv_add(rv_load(g + k, m), rv_load(q + k, m)));
-        const rv z = rv_sigmoid(rv_add(rv_load(g + H + k, m), rv_load(q + H + k, m)));
+        const rv r = rv_sigmoid(mxcc_add_f32(rv_load(g + k, m), rv_load(q + k, m)));
+        const rv z = rv_sigmoid(mxcc_add_f32(rv_load(g + H + k, m), rv_load(q + H + k, m)));
         const rv mn = rv_load(q + 2 * H + k, m);
-        const rv nn = rv_tanh(rv_fma(r, mn, rv_load(g + 2 * H + k, m)));
-        const rv hprev = hp ? rv_load(hp + k, m) : rv_set(0.0f);
-        rv_store(h + k, rv_fma(z, hprev, rv_mul(rv_sub(rv_set(1.0f), z), nn)), m);
+        const rv nn = rv_tanh(mxcc_fmadd_f32(r, mn, rv_load(g + 2 * H + k, m)));
+        const rv hprev = hp ? rv_load(hp + k, m) : mxcc_set1_f32(0.0f);
+        rv_store(h + k, mxcc_fmadd_f32(z, hprev, mxcc_mul_f32(mxcc_sub_f32(mxcc_set1_f32(1.0f), z), nn)), m);
         rv_store(g + k, r, m);
         rv_store(g + H + k, z, m);
         rv_store(g + 2 * H + k, nn, m);
@@ -87,7 +87,7 @@ static void vanilla_cells(const step *s, int n, int k0, int k1, int relu)
     float *h = s->y + (long)n * s->l->ldy;
     for (int k = k0; k < k1; k += RV) {
         const int m = k1 - k;
-        const rv a = rv_add(rv_load(g + k, m), rv_load(q + k, m));
+        const rv a = mxcc_add_f32(rv_load(g + k, m), rv_load(q + k, m));
         const rv v = relu ? rv_relu(a) : rv_tanh(a);
         rv_store(h + k, v, m);
         rv_store(g + k, v, m);
@@ -196,20 +196,21 @@ static void lstm_back_cells(const bstep *s, int n, int k0, int k1)
     const float *g = s->g + (long)n * 4 * H, *c = s->cell + (long)n * H;
     const float *cp = s->cprev ? s->cprev + (long)n * H : NULL, *dy = s->dy + (long)n * s->l->ldy;
     float *dg = s->dg + (long)n * 4 * H, *dh = s->l->dh + (long)n * H, *dc = s->l->dc + (long)n * H;
-    const rv one = rv_set(1.0f);
+    const rv one = mxcc_set1_f32(1.0f);
     for (int k = k0; k < k1; k += RV) {
         const int m = k1 - k;
         const rv i = rv_load(g + k, m), f = rv_load(g + H + k, m);
         const rv gg = rv_load(g + 2 * H + k, m), o = rv_load(g + 3 * H + k, m);
         const rv tc = rv_tanh(rv_load(c + k, m));
-        const rv dht = rv_add(rv_load(dh + k, m), rv_load(dy + k, m));
-        const rv dct = rv_fma(rv_mul(dht, o), rv_sub(one, rv_mul(tc, tc)), rv_load(dc + k, m));
-        const rv cprev = cp ? rv_load(cp + k, m) : rv_set(0.0f);
-        rv_store(dg + k, rv_mul(rv_mul(dct, gg), rv_mul(i, rv_sub(one, i))), m);
-        rv_store(dg + H + k, rv_mul(rv_mul(dct, cprev), rv_mul(f, rv_sub(one, f))), m);
-        rv_store(dg + 2 * H + k, rv_mul(rv_mul(dct, i), rv_sub(one, rv_mul(gg, gg))), m);
-        rv_store(dg + 3 * H + k, rv_mul(rv_mul(dht, tc), rv_mul(o, rv_sub(one, o))), m);
-        rv_store(dc + k, rv_mul(dct, f), m);
+        const rv dht = mxcc_add_f32(rv_load(dh + k, m), rv_load(dy + k, m));
+        const rv dct = mxcc_fmadd_f32(mxcc_mul_f32(dht, o), mxcc_sub_f32(one, mxcc_mul_f32(tc, tc)),
+                                      rv_load(dc + k, m));
+        const rv cprev = cp ? rv_load(cp + k, m) : mxcc_set1_f32(0.0f);
+        rv_store(dg + k, mxcc_mul_f32(mxcc_mul_f32(dct, gg), mxcc_mul_f32(i, mxcc_sub_f32(one, i))), m);
+        rv_store(dg + H + k, mxcc_mul_f32(mxcc_mul_f32(dct, cprev), mxcc_mul_f32(f, mxcc_sub_f32(one, f))), m);
+        rv_store(dg + 2 * H + k, mxcc_mul_f32(mxcc_mul_f32(dct, i), mxcc_sub_f32(one, mxcc_mul_f32(gg, gg))), m);
+        rv_store(dg + 3 * H + k, mxcc_mul_f32(mxcc_mul_f32(dht, tc), mxcc_mul_f32(o, mxcc_sub_f32(one, o))), m);
+        rv_store(dc + k, mxcc_mul_f32(dct, f), m);
     }
 }
 
@@ -219,23 +220,23 @@ static void gru_back_cells(const bstep *s, int n, int k0, int k1)
     const float *g = s->g + (long)n * 3 * H, *mnh = s->cell + (long)n * H;
     const float *hp = s->hprev ? s->hprev + (long)n * s->ldh : NULL, *dy = s->dy + (long)n * s->l->ldy;
     float *dg = s->dg + (long)n * 3 * H, *dgh = s->dgh + (long)n * 3 * H, *dh = s->l->dh + (long)n * H;
-    const rv one = rv_set(1.0f);
+    const rv one = mxcc_set1_f32(1.0f);
     for (int k = k0; k < k1; k += RV) {
         const int m = k1 - k;
         const rv r = rv_load(g + k, m), z = rv_load(g + H + k, m), nn = rv_load(g + 2 * H + k, m);
-        const rv hprev = hp ? rv_load(hp + k, m) : rv_set(0.0f);
-        const rv dht = rv_add(rv_load(dh + k, m), rv_load(dy + k, m));
+        const rv hprev = hp ? rv_load(hp + k, m) : mxcc_set1_f32(0.0f);
+        const rv dht = mxcc_add_f32(rv_load(dh + k, m), rv_load(dy + k, m));
         /* h = (1 - z) n + z h_prev; n = tanh(a_n), a_n = x_n + r * mnh */
-        const rv dan = rv_mul(rv_mul(dht, rv_sub(one, z)), rv_sub(one, rv_mul(nn, nn)));
-        const rv dar = rv_mul(rv_mul(dan, rv_load(mnh + k, m)), rv_mul(r, rv_sub(one, r)));
-        const rv daz = rv_mul(rv_mul(dht, rv_sub(hprev, nn)), rv_mul(z, rv_sub(one, z)));
+        const rv dan = mxcc_mul_f32(mxcc_mul_f32(dht, mxcc_sub_f32(one, z)), mxcc_sub_f32(one, mxcc_mul_f32(nn, nn)));
+        const rv dar = mxcc_mul_f32(mxcc_mul_f32(dan, rv_load(mnh + k, m)), mxcc_mul_f32(r, mxcc_sub_f32(one, r)));
+        const rv daz = mxcc_mul_f32(mxcc_mul_f32(dht, mxcc_sub_f32(hprev, nn)), mxcc_mul_f32(z, mxcc_sub_f32(one, z)));
         rv_store(dg + k, dar, m);
         rv_store(dg + H + k, daz, m);
         rv_store(dg + 2 * H + k, dan, m);
         rv_store(dgh + k, dar, m);
         rv_store(dgh + H + k, daz, m);
-        rv_store(dgh + 2 * H + k, rv_mul(dan, r), m);
-        rv_store(dh + k, rv_mul(dht, z), m);          /* the direct path; the step GEMM adds dgh . wh */
+        rv_store(dgh + 2 * H + k, mxcc_mul_f32(dan, r), m);
+        rv_store(dh + k, mxcc_mul_f32(dht, z), m);          /* the direct path; the step GEMM adds dgh . wh */
     }
 }
 
@@ -246,9 +247,10 @@ static void vanilla_back_cells(const bstep *s, int n, int k0, int k1, int relu)
     float *dg = s->dg + (long)n * H, *dh = s->l->dh + (long)n * H;
     for (int k = k0; k < k1; k += RV) {
         const int m = k1 - k;
-        const rv h = rv_load(y + k, m), dht = rv_add(rv_load(dh + k, m), rv_load(dy + k, m));
+        const rv h = rv_load(y + k, m), dht = mxcc_add_f32(rv_load(dh + k, m), rv_load(dy + k, m));
         /* from the output: tanh 1 - h^2; relu h > 0 (mshadow_op::relu_grad) */
-        rv_store(dg + k, relu ? rv_where_pos(h, dht) : rv_mul(dht, rv_sub(rv_set(1.0f), rv_mul(h, h))), m);
+        const rv tanh_grad = mxcc_mul_f32(dht, mxcc_sub_f32(mxcc_set1_f32(1.0f), mxcc_mul_f32(h, h)));
+        rv_store(dg + k, relu ? rv_where_pos(h, dht) : tanh_grad, m);
     }
 }
 
