@@ -94,21 +94,34 @@ static void vanilla_cells(const step *s, int n, int k0, int k1, int relu)
     }
 }
 
-static void run_cells(const step *s, rnn_kind kind)
+/* The cells of one step, (batch row, block of CELL_BLOCK columns) at a time, split over threads: `cells(s, kind,
+ * n, k0, k1)` is the forward's or the backward's dispatch on the kind. */
+typedef void cells_fn(const void *s, rnn_kind kind, int n, int k0, int k1);
+static void for_cell_blocks(int N, int H, rnn_kind kind, cells_fn *cells, const void *s)
 {
-    const int N = s->l->N, H = s->l->H, blocks_per_row = (H + CELL_BLOCK - 1) / CELL_BLOCK;
+    const int blocks_per_row = (H + CELL_BLOCK - 1) / CELL_BLOCK;
     const long blocks = (long)N * blocks_per_row;
     const int nt = mxcc_threads_for_call(1, CELL_FLOPS[kind] * N * H);
     #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (long b = 0; b < blocks; b++) {
         const int n = (int)(b / blocks_per_row), k0 = (int)(b % blocks_per_row) * CELL_BLOCK;
-        const int k1 = k0 + CELL_BLOCK < H ? k0 + CELL_BLOCK : H;
-        switch (kind) {
-        case RNN_LSTM: lstm_cells(s, n, k0, k1); break;
-        case RNN_GRU: gru_cells(s, n, k0, k1); break;
-        default: vanilla_cells(s, n, k0, k1, kind == RNN_RELU); break;
-        }
+        cells(s, kind, n, k0, k0 + CELL_BLOCK < H ? k0 + CELL_BLOCK : H);
     }
+}
+
+static void forward_cells(const void *p, rnn_kind kind, int n, int k0, int k1)
+{
+    const step *s = p;
+    switch (kind) {
+    case RNN_LSTM: lstm_cells(s, n, k0, k1); break;
+    case RNN_GRU: gru_cells(s, n, k0, k1); break;
+    default: vanilla_cells(s, n, k0, k1, kind == RNN_RELU); break;
+    }
+}
+
+static void run_cells(const step *s, rnn_kind kind)
+{
+    for_cell_blocks(s->l->N, s->l->H, kind, forward_cells, s);
 }
 
 /* gh (N, G*H) = h (N, H; ldh) . wh^T + bh, by the GEMM mxcc/ops/rnn.py chose */
@@ -254,21 +267,19 @@ static void vanilla_back_cells(const bstep *s, int n, int k0, int k1, int relu)
     }
 }
 
+static void backward_cells(const void *p, rnn_kind kind, int n, int k0, int k1)
+{
+    const bstep *s = p;
+    switch (kind) {
+    case RNN_LSTM: lstm_back_cells(s, n, k0, k1); break;
+    case RNN_GRU: gru_back_cells(s, n, k0, k1); break;
+    default: vanilla_back_cells(s, n, k0, k1, kind == RNN_RELU); break;
+    }
+}
+
 static void run_back_cells(const bstep *s, rnn_kind kind)
 {
-    const int N = s->l->N, H = s->l->H, blocks_per_row = (H + CELL_BLOCK - 1) / CELL_BLOCK;
-    const long blocks = (long)N * blocks_per_row;
-    const int nt = mxcc_threads_for_call(1, CELL_FLOPS[kind] * N * H);
-    #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (long b = 0; b < blocks; b++) {
-        const int n = (int)(b / blocks_per_row), k0 = (int)(b % blocks_per_row) * CELL_BLOCK;
-        const int k1 = k0 + CELL_BLOCK < H ? k0 + CELL_BLOCK : H;
-        switch (kind) {
-        case RNN_LSTM: lstm_back_cells(s, n, k0, k1); break;
-        case RNN_GRU: gru_back_cells(s, n, k0, k1); break;
-        default: vanilla_back_cells(s, n, k0, k1, kind == RNN_RELU); break;
-        }
-    }
+    for_cell_blocks(s->l->N, s->l->H, kind, backward_cells, s);
 }
 
 /* out[j] = sum of a[r][j] over rows r, in row order */
