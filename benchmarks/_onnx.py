@@ -149,6 +149,8 @@ def _node(w, g, n, ins, out, params):
         w.node("Flatten", ins[:1], out, axis=1)
     elif op in ("SoftmaxOutput", "softmax"):
         _softmax(w, g, n, ins, out)
+    elif op == "clip":           # ReLU6 of MobileNet v2
+        w.node("Clip", [ins[0], w.const(out + "_min", a.a_min), w.const(out + "_max", a.a_max)], out)
     elif op == "Dropout":        # inference: the identity
         w.node("Identity", ins[:1], out)
     elif op in ("Reshape", "reshape_like", "expand_dims", "squeeze"):

@@ -42,7 +42,26 @@ NETS = {   # name -> (input shape without the batch, MXNet params file or None f
     "lenet": ((1, 28, 28), "lenet-0000.params"),
     "mobilenet1.0": ((3, 224, 224), None),
     "resnet18_v1": ((3, 224, 224), None),
+    "resnet50_v1": ((3, 224, 224), None),
+    "squeezenet1.1": ((3, 224, 224), None),
+    "mobilenetv2_1.0": ((3, 224, 224), None),     # benchmarks/models/: exported from MXNet 1.9.1's model zoo
+    "mlp": ((784,), "mlp-0000.params"),           # MXNet's cpp-package MLP, 784-128-64-10
 }
+DEFAULT_NETS = "lenet,mobilenet1.0,resnet18_v1"
+
+
+def symbol_json(net: str) -> Path:
+    """The network's MXNet JSON: tests/data/models/<net>/, or benchmarks/models/<net>/ (benchmark-only graphs)."""
+    for d in (MODELS, HERE / "models"):
+        if (d / net / f"{net}-symbol.json").exists():
+            return d / net / f"{net}-symbol.json"
+    raise FileNotFoundError(f"no {net}-symbol.json in {MODELS} or {HERE / 'models'}")
+
+
+def input_name(net: str) -> str:
+    """The graph's data input: its first variable (`data`, or `X` for the MLP)."""
+    import json
+    return next(n["name"] for n in json.loads(symbol_json(net).read_text())["nodes"] if n["op"] == "null")
 BIG_FLOP = 20e9       # above this many FLOPs per forward, time fewer calls (batch-64 MobileNet and ResNet)
 TOLERANCE = 1e-4      # max |mxcc - ORT| relative to max |ORT|
 
@@ -52,11 +71,11 @@ def network_params(net: str, shape: tuple) -> dict:
     import mxcc
     from mxcc.initializer import Xavier, init_params
     from mxcc.params import load_params
-    js = MODELS / net / f"{net}-symbol.json"
+    js = symbol_json(net)
     file = NETS[net][1]
     if file:
-        return load_params(MODELS / net / file)
-    arg, aux = init_params(mxcc.sym.load(str(js)), {"data": shape}, Xavier(), seed=0)   # = --random-params
+        return load_params(js.parent / file)
+    arg, aux = init_params(mxcc.sym.load(str(js)), {input_name(net): shape}, Xavier(), seed=0)   # --random-params
     return {**arg, **{f"aux:{k}": v for k, v in aux.items()}}
 
 
@@ -90,24 +109,24 @@ def worker(spec: dict) -> list[dict]:
     threads = int(os.environ["OMP_NUM_THREADS"])
     results = []
     for net in spec["nets"]:
-        js = MODELS / net / f"{net}-symbol.json"
-        for batch in spec["batches"]:
+        js, data = symbol_json(net), input_name(net)
+        for batch in spec.get("net_batches", {}).get(net, spec["batches"]):
             shape = (batch, *NETS[net][0])
             params = network_params(net, shape)
-            flops = _flops(inspect_network(js, {"data": shape}, CompileOptions()))
+            flops = _flops(inspect_network(js, {data: shape}, CompileOptions()))
             x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
             with tempfile.TemporaryDirectory(prefix="mxcc-cnn-") as tmp:
-                m = mxcc.compile(js, {"data": shape}, params, threads=threads, name=net.replace(".", "_"),
+                m = mxcc.compile(js, {data: shape}, params, threads=threads, name=net.replace(".", "_"),
                                  out_dir=tmp if spec["standalone"] else None)   # out_dir: for <net>_bench
                 arg, aux = split_arg_aux(params)
-                sess = ort_session(to_onnx(typed_graph(js, {"data": shape}), {**arg, **aux}), threads)
-                ref = sess.run(None, {"data": x})[0]
-                got = m.forward(data=x)[0]
+                sess = ort_session(to_onnx(typed_graph(js, {data: shape}), {**arg, **aux}), threads)
+                ref = sess.run(None, {data: x})[0]
+                got = m.forward(**{data: x})[0]
                 err = float(np.abs(got - ref).max() / np.abs(ref).max())
                 if not err <= TOLERANCE:
                     raise AssertionError(f"{net} batch {batch}: mxcc and ONNX Runtime disagree ({err:.2e})")
                 big = flops > BIG_FLOP
-                engines = [("mxcc", lambda: m.forward(data=x)), ("onnxruntime", lambda: sess.run(None, {"data": x}))]
+                engines = [("mxcc", lambda: m.forward(**{data: x})), ("onnxruntime", lambda: sess.run(None, {data: x}))]
                 for engine, fn in engines:
                     if big:   # seconds per call: the check above was the warm-up; 3 calls per round
                         samples = [_timed(fn) for _ in range(3)]
@@ -123,15 +142,16 @@ def worker(spec: dict) -> list[dict]:
     return results
 
 
-def _mxcc_layers(m, x, calls: int, path: Path) -> dict[str, tuple[list[str], str, float]]:
-    """{kernel: (its MXNet node names, its op types, median seconds per call)} from mxcc's profiler over `calls` forwards."""
+def _mxcc_layers(m, x, calls: int, path: Path, data: str = "data") -> dict[str, tuple[list[str], str, float]]:
+    """{kernel: (its MXNet node names, its op types, median seconds per call)} from mxcc's profiler over `calls`
+    forwards."""
     import json
     import statistics
     from mxcc import profiler
     profiler.set_config(filename=str(path), continuous_dump=False)
     profiler.set_state("run")
     for _ in range(calls):
-        m.forward(data=x)
+        m.forward(**{data: x})
     profiler.set_state("stop")
     profiler.dump()
     times: dict[str, list] = {}
@@ -143,7 +163,7 @@ def _mxcc_layers(m, x, calls: int, path: Path) -> dict[str, tuple[list[str], str
     return {k: (*members[k], statistics.median(v)) for k, v in times.items()}
 
 
-def _ort_layers(model, threads: int, x, calls: int, prefix: str) -> dict[str, float]:
+def _ort_layers(model, threads: int, x, calls: int, prefix: str, data: str = "data") -> dict[str, float]:
     """{ONNX Runtime node name: median seconds per call} from ORT's own profiler over `calls` runs."""
     import json
     import statistics
@@ -151,9 +171,9 @@ def _ort_layers(model, threads: int, x, calls: int, prefix: str) -> dict[str, fl
     so = ort_options(threads)
     so.enable_profiling, so.profile_file_prefix = True, prefix
     sess = ort_session(model, threads, so)
-    sess.run(None, {"data": x})
+    sess.run(None, {data: x})
     for _ in range(calls):
-        sess.run(None, {"data": x})
+        sess.run(None, {data: x})
     times: dict[str, list] = {}
     for e in json.loads(Path(sess.end_profiling()).read_text()):
         if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
@@ -168,16 +188,16 @@ def layers(net: str, batch: int, threads: int, calls: int) -> None:
     import mxcc
     from mxcc.params import split_arg_aux
     from _onnx import to_onnx, typed_graph
-    js = MODELS / net / f"{net}-symbol.json"
+    js, data = symbol_json(net), input_name(net)
     shape = (batch, *NETS[net][0])
     params = network_params(net, shape)
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     arg, aux = split_arg_aux(params)
-    model = to_onnx(typed_graph(js, {"data": shape}), {**arg, **aux})
-    m = mxcc.compile(js, {"data": shape}, params, threads=threads, name=net.replace(".", "_"))
+    model = to_onnx(typed_graph(js, {data: shape}), {**arg, **aux})
+    m = mxcc.compile(js, {data: shape}, params, threads=threads, name=net.replace(".", "_"))
     with tempfile.TemporaryDirectory(prefix="mxcc-cnn-") as tmp:
-        mine = _mxcc_layers(m, x, calls, Path(tmp) / "mxcc.json")
-        theirs = _ort_layers(model, threads, x, calls, str(Path(tmp) / "ort"))
+        mine = _mxcc_layers(m, x, calls, Path(tmp) / "mxcc.json", data)
+        theirs = _ort_layers(model, threads, x, calls, str(Path(tmp) / "ort"), data)
     owner = {mem: k for k, (mems, _, _) in mine.items() for mem in mems}
     ort_of: dict[str, float] = {}
     other: dict[str, float] = {}
@@ -204,7 +224,7 @@ def main() -> None:
     ap = harness.parser_unless_worker(worker, __doc__)
     if ap is None:
         return
-    ap.add_argument("--nets", default=",".join(NETS), help=f"comma-separated, of {', '.join(NETS)}")
+    ap.add_argument("--nets", default=DEFAULT_NETS, help=f"comma-separated, of {', '.join(NETS)}")
     ap.add_argument("--batch", default="1,64", help="comma-separated batch sizes (default 1,64)")
     ap.add_argument("--standalone", action="store_true", help="also time the compiled <net>_bench C program")
     ap.add_argument("--layers", type=int, metavar="CALLS",
