@@ -21,22 +21,35 @@ from mxcc.compiler.driver import _default_name, inspect_network
 from mxcc.errors import MxccError
 from mxcc.files import atomic_write
 from mxcc.options import CompileOptions
+from mxcc.passes.infer_batch import format_shape, split_batch_marks
 from mxcc.perf.record import main as perf_main
 from mxcc.train.initializer import Xavier, init_params
 from mxcc.train import optimizer
 
 
-def _shape(text: str) -> tuple[str, tuple[int, ...]]:
+def _shape(text: str, dynamic: bool = False) -> tuple[str, tuple]:
+    """NAME=D1,D2,... -> (name, dims). `dynamic` (inspect): one dimension may be ?MAX, the batch N with its
+    maximum, kept as the string '?MAX' (passes/infer_batch.py: split_batch_marks reads it)."""
     name, sep, dims = text.partition("=")
+    marks = [d for d in dims.split(",") if d.strip().startswith("?")]
+    if marks and not dynamic:
+        raise argparse.ArgumentTypeError(f"{text!r}: compile takes fixed shapes (a dynamic batch ?MAX is not "
+                                         "compiled yet; `mxcc inspect` shows the shapes with it)")
     try:
-        if not sep or not name:
+        if not sep or not name or len(marks) > 1:
             raise ValueError
-        shape = tuple(int(d) for d in dims.split(","))
-        if not shape or any(d <= 0 for d in shape):
+        shape = tuple(d.strip() if d.strip().startswith("?") else int(d) for d in dims.split(","))
+        if not shape or any(int(d[1:] if isinstance(d, str) else d) <= 0 for d in shape):
             raise ValueError
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=D1,D2,... with positive integers") from None
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=D1,D2,... with positive integers"
+                                         + (", one of them may be ?MAX (a dynamic batch up to MAX)" if dynamic
+                                            else "")) from None
     return name, shape
+
+
+def _dynamic_shape(text: str) -> tuple[str, tuple]:
+    return _shape(text, dynamic=True)
 
 
 def _named_file(text: str) -> tuple[str, str]:
@@ -80,7 +93,8 @@ def _parser() -> argparse.ArgumentParser:
 
     i = sub.add_parser("inspect", help="show fusion groups, buffer placement and memory totals (no build)")
     i.add_argument("net", help="MXNet *-symbol.json")
-    i.add_argument("--shape", action="append", type=_shape, required=True, metavar="NAME=D1,D2,...")
+    i.add_argument("--shape", action="append", type=_dynamic_shape, required=True, metavar="NAME=D1,D2,...",
+                   help="shape of an input; ?MAX marks its batch dimension, dynamic up to MAX (data=?64,3,224,224)")
     i.add_argument("--no-fuse", action="store_true", help="one kernel per node")
     i.add_argument("--no-plan", action="store_true", help="one arena range per intermediate")
     i.add_argument("--no-fold", action="store_true", help="no constant folding of param-only nodes")
@@ -159,10 +173,11 @@ def _compile(args) -> int:
 
 def _inspect(args) -> int:
     import json
-    plan = inspect_network(args.net, dict(args.shape), CompileOptions.from_env(fuse=not args.no_fuse,
-                                                                              plan=not args.no_plan,
-                                                                              fold=not args.no_fold,
-                                                                              schedule=not args.no_schedule))
+    shapes, batch_axes, _ = split_batch_marks(dict(args.shape))
+    plan = inspect_network(args.net, shapes, CompileOptions.from_env(fuse=not args.no_fuse, plan=not args.no_plan,
+                                                                    fold=not args.no_fold,
+                                                                    schedule=not args.no_schedule),
+                           batch_axes=batch_axes)
     if args.json:
         print(json.dumps(plan, indent=1))
     else:
@@ -186,7 +201,7 @@ def format_plan(plan: dict) -> str:
             if o.get("inplace_of"):
                 where += f" (in place of {o['inplace_of']})"
             rows.append((g["function"] if j == 0 else "", members if j == 0 else "", ops if j == 0 else "",
-                         "x".join(map(str, o["shape"])), f"{g['flops'] / 1e6:.3f}" if j == 0 else "",
+                         format_shape(o["shape"], o.get("batch"), "x"), f"{g['flops'] / 1e6:.3f}" if j == 0 else "",
                          f"{o['nbytes']:,}", where, live))
         if g.get("workspace"):
             w = g["workspace"]
@@ -212,11 +227,18 @@ def format_plan(plan: dict) -> str:
               f"arena / lower bound = {ratio:.3f}    arena / naive = "
               f"{plan['arena_bytes'] / plan['naive_bytes'] if plan['naive_bytes'] else 1.0:.3f}",
               "bound by the host, outside the arena: " + ", ".join(
-                  f"{s['kind']} {s['name']}{tuple(s['shape'])}" for s in plan["slots"]
+                  f"{s['kind']} {s['name']}{format_shape(s['shape'], s.get('batch'))}" for s in plan["slots"]
                   if s["kind"] in ("input", "output")) + "".join(
                   f", {n} {label}" for kind, label in (("param", "params"), ("aux", "aux states"),
                                                        ("grad", "gradients"), ("state", "optimizer states"))
                   if (n := sum(1 for s in plan["slots"] if s["kind"] == kind)))]
+    if plan.get("batch"):
+        b = plan["batch"]
+        dependent = sum(1 for g in plan["groups"] if g["batch_dependent"])
+        lines.append(f"dynamic batch N, 1 <= N <= {b['maximum']} ("
+                     + ", ".join(f"{k} dimension {a}" for k, a in b["inputs"].items())
+                     + f"): shapes show N (kN: k rows per sample), bytes and the arena are at N = {b['maximum']}; "
+                     f"{dependent} of {plan['kernels']} kernels depend on N")
     return "\n".join(lines)
 
 

@@ -18,6 +18,7 @@ from mxcc.graph import Graph, Node, Ref, dump_json, load_json as _load_graph
 from mxcc.graph.ir import VARIABLE
 from mxcc.ops import REGISTRY, attrs as attrs_parser, get_op
 from mxcc.passes import bind, infer_shapes
+from mxcc.passes.infer_batch import infer_batch, split_batch_marks, symbolic_shape
 from mxcc.types import DType
 
 
@@ -123,21 +124,33 @@ class Symbol:
         return [g.output_name(h) for h in g.heads]
 
     def infer_shape(self, *args, **kwargs):
-        """(arg_shapes, out_shapes, aux_shapes) as MXNet answers; (None, None, None) if incomplete."""
+        """(arg_shapes, out_shapes, aux_shapes) as MXNet answers; (None, None, None) if incomplete.
+
+        mxcc's extension: a dimension given as '?64' (or '?', or None: no maximum) is the batch N, and
+        every shape that depends on it has a BatchDim there, printed `N` or `12N` (k*N: k rows per sample):
+        `infer_shape(data=('?64', 784))` -> `([(N, 784), (128, 784), ...], [(N, 10)], [])`. A network that
+        mixes the batch into other dimensions raises ShapeError naming the node (passes/infer_batch.py)."""
         shapes = dict(zip(self.list_arguments(), args)) if args else {}
         shapes.update(kwargs)
+        shapes, batch_axes, maximum = split_batch_marks(shapes)
         g = self.graph
         try:
-            typed = infer_shapes(g, {k: tuple(v) for k, v in shapes.items()})
+            typed = infer_shapes(g, shapes)
+            batch = infer_batch(g, shapes, batch_axes) if batch_axes else None
         except IncompleteShapeError:
             return None, None, None
         aux = self._aux_ids(g)
         var = [n for n in typed.nodes if n.is_variable]
         if any(n.out_types is None for n in var):
             return None, None, None
-        arg_shapes = [n.out_types[0].shape for n in var if n.id not in aux]
-        aux_shapes = [n.out_types[0].shape for n in var if n.id in aux]
-        out_shapes = [typed.type_of(h).shape for h in typed.heads]
+
+        def shape(ref: Ref) -> tuple:
+            s = typed.type_of(ref).shape
+            return s if batch is None else symbolic_shape(s, batch.of(ref), maximum)
+
+        arg_shapes = [shape(Ref(n.id)) for n in var if n.id not in aux]
+        aux_shapes = [shape(Ref(n.id)) for n in var if n.id in aux]
+        out_shapes = [shape(h) for h in typed.heads]
         return arg_shapes, out_shapes, aux_shapes
 
     def tojson(self) -> str:

@@ -21,10 +21,11 @@ from mxcc.compiler import artifacts
 from mxcc.compiler.build import build
 from mxcc.files import resource_dir
 from mxcc.errors import GraphError, ShapeError, name_list
-from mxcc.graph import Graph, load_json
+from mxcc.graph import Graph, Ref, load_json
 from mxcc.options import CompileOptions
 from mxcc.params import load_params, save_params
 from mxcc.passes import bind, dce, infer_shapes, mode_dependent, run_pipeline, trainable
+from mxcc.passes.infer_batch import BatchShapes, infer_batch
 from mxcc.plan import Location, Plan
 from mxcc.runtime.executor import Executor
 from mxcc.runtime.module import Module
@@ -104,7 +105,29 @@ def _folded_json(plan: Plan, folded_calls) -> list[dict]:
     return out
 
 
-def plan_to_json(plan: Plan, calls, folded_calls=()) -> dict:
+def _batch_field(batch: BatchShapes | None, ref) -> dict:
+    """A value's `batch` entry in plan.json (only when a dynamic batch was asked for): its batch axis and
+    factor, {internal: true} for an op's hidden buffer sized by N in its own layout, or None when its shape
+    is the same for every batch."""
+    if batch is None:
+        return {}
+    if ref is not None and ref.key in batch.internal:
+        return {"batch": {"internal": True}}
+    b = batch.of(ref) if ref is not None else None
+    return {"batch": b.to_json() if b else None}
+
+
+def _slot_refs(g: Graph, slots) -> dict:
+    """The value each host slot binds: a variable (inputs, params, aux states) or a head (outputs)."""
+    var = {n.name: Ref(n.id) for n in g.variables}
+    refs = {s.index: var.get(s.name) for s in slots if s.kind in ("input", "param", "aux")}
+    refs.update(zip((s.index for s in slots if s.kind == "output"), g.heads))
+    return refs
+
+
+def plan_to_json(plan: Plan, calls, folded_calls=(), batch: BatchShapes | None = None) -> dict:
+    """plan.json's content. `batch` (a dynamic batch, passes/infer_batch.py): every output and slot gains
+    `batch` (see _batch_field), every group `batch_dependent`, the plan `batch` {maximum, inputs}."""
     g = plan.graph
     by_fn = {c.group: c for c in calls}
     groups = []
@@ -120,7 +143,7 @@ def plan_to_json(plan: Plan, calls, folded_calls=()) -> dict:
                              location="slot" if loc.slot is not None else "arena",
                              offset=loc.offset, slot=loc.slot,
                              live=list(plan.live[r.key]) if r.key in plan.live else None,
-                             inplace_of=reuses.get(name)))
+                             inplace_of=reuses.get(name), **_batch_field(batch, r)))
         groups.append(dict(
             name=grp.name, function=call.fn, members=[m.name for m in members], ops=[m.op for m in members],
             inputs=[dict(name=b.cname, shape=list(b.type.shape), where=b.where) for b in call.buffers
@@ -129,7 +152,9 @@ def plan_to_json(plan: Plan, calls, folded_calls=()) -> dict:
             nodes=[dict(name=m.name, op=m.op, inputs=[list(g.type_of(r).shape) for r in m.inputs],
                         outputs=[list(t.shape) for t in m.out_types],
                         flops=m.opdef.flops(m.params, [g.type_of(r) for r in m.inputs], m.out_types))
-                   for m in members]))
+                   for m in members],
+            **({} if batch is None else {"batch_dependent": any(batch.depends(m) for m in members)})))
+    refs = _slot_refs(g, plan.slots) if batch is not None else {}
     return dict(
         mxcc_version=__version__, arena_bytes=plan.arena_bytes, naive_bytes=plan.naive_bytes,
         lower_bound_bytes=plan.lower_bound_bytes, strategy=plan.strategy,
@@ -137,14 +162,24 @@ def plan_to_json(plan: Plan, calls, folded_calls=()) -> dict:
         folded=_folded_json(plan, folded_calls), derived_bytes=plan.derived_bytes,
         kernels=len(g.groups), nodes=sum(1 for n in g.nodes if not n.is_variable), groups=groups,
         slots=[dict(index=s.index, name=s.name, kind=s.kind, shape=list(s.shape), dtype=s.dtype,
-                    optional=s.optional, **({"output": s.output} if s.output else {})) for s in plan.slots])
+                    optional=s.optional, **({"output": s.output} if s.output else {}),
+                    **_batch_field(batch, refs.get(s.index))) for s in plan.slots],
+        **({} if batch is None else {"batch": dict(maximum=batch.maximum, inputs=batch.inputs)}))
 
 
-def inspect_network(net, shapes: dict, opts: CompileOptions, name: str | None = None) -> dict:
-    """What the compiler decides for `net` (plan.json's content), without building anything."""
+def inspect_network(net, shapes: dict, opts: CompileOptions, name: str | None = None, *,
+                    batch_axes: dict[str, int] | None = None) -> dict:
+    """What the compiler decides for `net` (plan.json's content), without building anything. `batch_axes`:
+    a dynamic batch (input name -> the axis holding it; `shapes` at the maximum): plan.json then shows what
+    depends on it (plan_to_json), and a network that mixes it into other dimensions is a ShapeError."""
     plan, source = plan_network(net, shapes, opts)
+    batch = None
+    if batch_axes:
+        present = {n.name for n in plan.graph.variables}
+        batch = infer_batch(plan.graph, {k: v for k, v in _check_shapes(shapes).items() if k in present},
+                            {k: v for k, v in batch_axes.items() if k in present})
     name = c_ident(name) if name else _default_name(source)
-    return plan_to_json(plan, lower(plan, name), lower_folded(plan, name))
+    return plan_to_json(plan, lower(plan, name), lower_folded(plan, name), batch)
 
 
 GRAD_REQS = ("write", "add", "null")
