@@ -345,3 +345,106 @@ def test_split_and_join():
 def test_split_refuses_ambiguous_keys(params, match):
     with pytest.raises(ParamsError, match=match):
         split_arg_aux(params)
+
+
+# ---- NumPy-mode files: NDArray V3 records, written by MXNet 1.9.1 (tests/data/numpy_mode/gen.py) -----------
+
+NP_DATA = Path(__file__).resolve().parents[1] / "data" / "numpy_mode"
+V3_FILES = ["npx_save_list.params", "npx_save_dict.params", "gluon_save_parameters.params"]
+
+
+def _v3_expected(name: str) -> dict[str, np.ndarray]:
+    with np.load(NP_DATA / "params" / "expected.npz") as e:
+        return {k.split("/", 1)[1]: e[k] for k in e.files if k.startswith(name + "/")}
+
+
+@pytest.mark.parametrize("name", V3_FILES)
+def test_v3_files_written_by_mxnet(name):
+    """npx.save (a list, a dict of every dtype with a 0-d and an empty array) and Gluon save_parameters in
+    NumPy mode: V3 records (magic 0xF993FACA) in the usual list file; names, dtypes, shapes and values as MXNet
+    held them (expected.npz, saved by the same MXNet through numpy)."""
+    blob = (NP_DATA / "params" / name).read_bytes()
+    assert struct.unpack_from("<QQ", blob) == (0x112, 0) and struct.unpack_from("<I", blob, 24)[0] == V3
+    got, want = load_params(NP_DATA / "params" / name), _v3_expected(name)
+    assert list(got) == list(want)
+    for k, w in want.items():
+        assert got[k].dtype == w.dtype and got[k].shape == w.shape, k
+        np.testing.assert_array_equal(got[k], w)
+        assert got[k].flags.c_contiguous and got[k].flags.writeable
+
+
+def test_v3_record_is_v2_layout_with_the_v3_magic():
+    """Byte for byte: the independent writer's V2 record with the V3 magic reproduces MXNet's file (0-d: ndim 0
+    and one element, unlike V2 where ndim 0 means "none")."""
+    arrays = _v3_expected("npx_save_list.params")
+    blob = ndarray_list([rec_v2(a, 0, magic=V3) for a in arrays.values()])
+    assert blob == (NP_DATA / "params" / "npx_save_list.params").read_bytes()
+
+
+@pytest.mark.parametrize("net", ["cnn_np", "mlp_np"])
+def test_v3_exported_checkpoints(net):
+    """HybridBlock.export in NumPy mode: V3 records, `arg:`/`aux:` names matching the JSON's variables."""
+    import json
+    path = NP_DATA / "models" / f"{net}-0000.params"
+    assert struct.unpack_from("<I", path.read_bytes(), 24)[0] == V3
+    params = load_params(path)
+    arg, aux = split_arg_aux(params)
+    variables = {n["name"] for n in json.loads((NP_DATA / "models" / f"{net}-symbol.json").read_text())["nodes"]
+                 if n["op"] == "null"}
+    assert set(arg) | set(aux) == variables - {"data"}
+    assert all(v.dtype == np.float32 and v.ndim >= 1 for v in params.values())
+    assert (net == "cnn_np") == any(k.endswith("running_var") for k in aux)
+
+
+@pytest.mark.parametrize("name", V3_FILES)
+def test_v3_truncation_anywhere_raises(tmp_path, name):
+    blob = (NP_DATA / "params" / name).read_bytes()
+    p = tmp_path / "cut.params"
+    for cut in range(len(blob)):
+        p.write_bytes(blob[:cut])
+        with pytest.raises(ParamsError, match=r"cut\.params.*(truncated|count)"):
+            load_params(p)
+
+
+# offsets in npx_save_list.params: record 0 (float32 (2, 3)) at 24: magic, stype 28, ndim 32, dims 36/44,
+# dev_type 52, dev_id 56, type flag 60, data 64..88; record 1 (0-d float32) at 88: ndim 96
+@pytest.mark.parametrize("offset, fmt, value, match", [
+    (24, "<I", 0xF993FACB, "bad record magic 0xf993facb"),
+    (28, "<i", 3, "storage type 3"),
+    (32, "<i", -2, "negative ndim -2"),
+    (32, "<i", 2**30, "truncated"),
+    (36, "<q", -3, "negative dimension"),
+    (44, "<q", 2**40, "truncated"),
+    (52, "<i", 4, "dev_type=4"),
+    (60, "<i", 13, "type flag 13"),
+    (96, "<i", 5, "truncated"),
+])
+def test_v3_corrupted_fields_raise(tmp_path, offset, fmt, value, match):
+    blob = bytearray((NP_DATA / "params" / "npx_save_list.params").read_bytes())
+    struct.pack_into(fmt, blob, offset, value)
+    with pytest.raises(ParamsError, match=match):
+        load_params(write(tmp_path, bytes(blob)))
+
+
+def test_v3_unknown_shape_is_a_none_array(tmp_path):
+    """ndim -1 or a dim -1 (shape unknown under numpy semantics): MXNet reads an empty NDArray, the record ends
+    after the shape; mxcc skips it and keeps the other arrays' positions."""
+    x = rec_v2(np.ones(2, np.float32), 0, magic=V3)
+    unknown_ndim = struct.pack("<Iii", V3, 0, -1)
+    unknown_dim = struct.pack("<Iiiqq", V3, 0, 2, 3, -1)
+    got = load_params(write(tmp_path, ndarray_list([unknown_ndim, x, unknown_dim, x], ["a", "b", "c", "d"])))
+    assert list(got) == ["b", "d"]
+
+
+def test_v3_random_byte_corruption_never_escapes_as_other_errors(tmp_path):
+    blob = (NP_DATA / "params" / "npx_save_dict.params").read_bytes()
+    rng = np.random.default_rng(1)
+    p = tmp_path / "fuzz.params"
+    for pos in range(len(blob)):
+        bad = bytearray(blob)
+        bad[pos] = (bad[pos] + int(rng.integers(1, 256))) % 256
+        p.write_bytes(bytes(bad))
+        try:
+            load_params(p)
+        except ParamsError:
+            pass
