@@ -18,6 +18,7 @@
 #include "optim.h"
 #include "rng/mxcc_rng.h"
 #include "rnn/mxcc_rnn.h"
+#include "nn/mxcc_nn.h"
 
 #define MXCC_NOINLINE __attribute__((noinline))
 #define MXCC_RESTRICT restrict

@@ -2,12 +2,12 @@
  * contract is mxcc_rnn.h. Per step: a GEMM (runtime_c/gemm/) and one fused pass over its result, the gate
  * nonlinearities and the state update of `*_cells`, split over threads by (batch row, block of CELL_BLOCK
  * columns). A block's arithmetic does not depend on how blocks are shared out, so the bits do not depend on
- * the thread count. The gate math is rnn_vec.h's (vectorized sigmoid/tanh).
+ * the thread count. The gate math is vmath.h's (vectorized sigmoid/tanh).
  */
 #include <string.h>
 
 #include "mxcc_rnn.h"
-#include "rnn_vec.h"
+#include "../vmath.h"
 #include "../parallel.h"
 
 typedef enum rnn_kind { RNN_LSTM, RNN_GRU, RNN_TANH, RNN_RELU } rnn_kind;

@@ -173,7 +173,7 @@ def test_packed_parameter_layout():
 @needs_gcc
 @pytest.mark.parametrize("march", ["native", "x86-64"])
 def test_gate_functions_against_libm(march, tmp_path):
-    """rnn_vec.h's sigmoid, tanh and exp (the build's vector, and the plain-C build) vs float64 numpy: about
+    """vmath.h's sigmoid, tanh and exp (the build's vector, and the plain-C build) vs float64 numpy: about
     1-2 ulp (relative 3e-7) where the result is a normal float, NaN in -> NaN out."""
     runtime = Path(__file__).resolve().parents[2] / "runtime_c"      # the checkout's, as the other runtime tests
     libs = build_isa_libs(tmp_path, "rnn", [runtime / "rnn" / "rnn_f32.c"], [march], runtime)

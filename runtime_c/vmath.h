@@ -1,24 +1,24 @@
-/* The gate arithmetic of the recurrent kernels (rnn_f32.c) on the build's vector: rv, RV lanes.
- *
- * sigmoid and tanh run on every gate of every step, so they are computed in registers, not by a libm call per
- * element (glibc's expf/tanhf do not vectorize without -ffast-math, which mxcc never uses):
+/* Vector math on the build's vector (simd.h; rv, RV lanes): exp, sigmoid and tanh for the kernels that apply
+ * them to every element (the RNN gates, rnn/rnn_f32.c; softmax rows, nn/softmax_f32.c), in registers rather
+ * than a libm call per element (glibc's expf/tanhf do not vectorize without -ffast-math, which mxcc never uses):
  *   exp(x)      Cephes' expf: x = n ln2 + r (n = round(x / ln2), ln2 in two parts so r is exact), e^r by
  *               its degree-6 polynomial, times 2^n written into the exponent bits; x clamped to
- *               [-87.3, 88.3] so 2^n stays a normal float (NaN passes through). About 1 ulp.
+ *               [-87.3, 88.3] so 2^n stays a normal float (NaN passes through), and 0 below -87.3 (where
+ *               expf's results are subnormal or 0). About 1 ulp.
  *   sigmoid(x)  1 / (1 + exp(-x))                 (mshadow_op::sigmoid's formula)
  *   tanh(x)     |x| < 0.625: Cephes' tanhf polynomial x + x^3 P(x^2); else sign(x) (1 - 2 / (exp(2|x|) + 1)).
  *               About 2 ulp.
  * mxcc_rnn_act_f32 (rnn_f32.c) exposes them for tests against libm. Written once on simd.h's vector, so the
  * three builds (AVX-512F, AVX2 + FMA, plain C) compute the same formulas lane by lane.
  */
-#ifndef MXCC_RNN_VEC_H
-#define MXCC_RNN_VEC_H
+#ifndef MXCC_VMATH_H
+#define MXCC_VMATH_H
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "../simd.h"
+#include "simd.h"
 
 #define RV_INLINE static inline __attribute__((always_inline))
 
@@ -50,9 +50,9 @@ RV_INLINE rv rv_where_pos(rv x, rv a)                    /* x > 0 ? a : 0 (NaN x
 /* relu as mshadow_op::relu, x > 0 ? x : 0 (NaN -> 0); its gradient from the output y: y > 0 ? dy : 0 */
 RV_INLINE rv rv_relu(rv x) { return rv_where_pos(x, x); }
 
-RV_INLINE rv rv_exp(rv x)
+RV_INLINE rv rv_exp(rv x0)
 {
-    x = rv_clamp(x, -87.3f, 88.3f);
+    const rv x = rv_clamp(x0, -87.3f, 88.3f);
     /* n: the clamped x without its NaN (a NaN x keeps r NaN, so the result is NaN) */
     const rv n = mxcc_round_f32(rv_clamp(mxcc_mul_f32(x, mxcc_set1_f32(1.44269504088896341f)), -126.0f, 127.0f));
     const rv safe = rv_lt_select(n, 200.0f, n, mxcc_set1_f32(0.0f));        /* NaN compares false: 2^0 */
@@ -65,7 +65,7 @@ RV_INLINE rv rv_exp(rv x)
     p = mxcc_fmadd_f32(p, r, mxcc_set1_f32(1.6666665459e-1f));
     p = mxcc_fmadd_f32(p, r, mxcc_set1_f32(5.0000001201e-1f));
     p = mxcc_add_f32(mxcc_fmadd_f32(p, mxcc_mul_f32(r, r), r), mxcc_set1_f32(1.0f));
-    return mxcc_mul_f32(p, mxcc_exp2i_f32(safe));
+    return rv_lt_select(x0, -87.3f, mxcc_zero_f32(), mxcc_mul_f32(p, mxcc_exp2i_f32(safe)));
 }
 
 RV_INLINE rv rv_sigmoid(rv x)
@@ -89,4 +89,4 @@ RV_INLINE rv rv_tanh(rv x)
     return rv_lt_select(ax, 0.625f, small, big);
 }
 
-#endif /* MXCC_RNN_VEC_H */
+#endif /* MXCC_VMATH_H */
