@@ -105,6 +105,8 @@ void mxcc_ctx_free(mxcc_ctx *ctx)
 {
     if (!ctx)
         return;
+    if (ctx->host_free)
+        ctx->host_free(ctx->host);
     mxcc_gemm_ws_free(ctx->gemm);
     free(ctx->scratch);
     free(ctx->prof.events);

@@ -19,6 +19,7 @@
 #include "rng/mxcc_rng.h"
 #include "rnn/mxcc_rnn.h"
 #include "nn/mxcc_nn.h"
+#include "params/mxcc_params.h"
 
 #define MXCC_NOINLINE __attribute__((noinline))
 #define MXCC_RESTRICT restrict
@@ -48,6 +49,9 @@ typedef struct mxcc_ctx {
     float hyper[MXCC_NUM_HYPER];  /* optimizer hyper-parameters of the next update (training) */
     uint64_t rng_seed;        /* random operators (training Dropout): see rng/mxcc_rng.h */
     uint64_t rng_step;        /* training forwards run since the seed was set */
+    void *host;               /* what the C API (runtime_c/capi/api.c) keeps for this context: its params, inputs and
+                               * outputs; NULL until it is used. mxcc_ctx_free calls host_free(host). */
+    void (*host_free)(void *host);
 } mxcc_ctx;
 
 /* What a generated network says about each host-bound tensor (for the standalone executables). */
@@ -57,6 +61,7 @@ typedef struct mxcc_slot_info {
     int ndim;
     long long shape[8];
     size_t size;              /* elements */
+    int optional;             /* an input the inference forward does not read (a loss head's label) */
 } mxcc_slot_info;
 
 /* A generated network, as one value: its tables and entry points (`const mxcc_net <net>_net`, in <net>.c).
@@ -80,6 +85,37 @@ typedef struct mxcc_net {
     void (*update)(mxcc_ctx *ctx);
     void (*step)(mxcc_ctx *ctx);
 } mxcc_net;
+
+/* The C API of a network, over its descriptor (runtime_c/capi/api.c; the generated <net>_load_params, ... call
+ * these with <net>_net). The context owns what these functions allocate: the params (one block, read from an
+ * MXNet .params file), the inputs set with mxcc_api_set_input and the outputs; mxcc_ctx_free frees them.
+ * Each returns 0, or -1 with a message in err (never exits, never prints). One context runs one call at a
+ * time; any number of contexts of one network may run at once in as many threads. */
+/* Params by name (arg:/aux: prefixes or none), each checked against the network's param and aux slots: every
+ * one present once, shapes equal, any dtype but bfloat16 (converted to float32), nothing unusable in the file.
+ * MXCC_API_ALLOW_EXTRA: names the network does not have are ignored (MXNet's predict API does so); otherwise
+ * they are an error. On failure the context keeps the params it had. Then <net>_prepare runs. */
+enum { MXCC_API_ALLOW_EXTRA = 1 };
+int mxcc_api_load_params(const mxcc_net *net, mxcc_ctx *ctx, const char *path, int flags, char *err, size_t errlen);
+int mxcc_api_load_params_bytes(const mxcc_net *net, mxcc_ctx *ctx, const void *bytes, size_t size, int flags,
+                               char *err, size_t errlen);
+/* Copy `size` floats (the input's size exactly) into the context's buffer of input `name`. */
+int mxcc_api_set_input(const mxcc_net *net, mxcc_ctx *ctx, const char *name, const float *data, size_t size,
+                       char *err, size_t errlen);
+/* The forward, once every param and every input but the optional ones is bound (outputs the caller did not
+ * bind get buffers of the context's). */
+int mxcc_api_run(const mxcc_net *net, mxcc_ctx *ctx, char *err, size_t errlen);
+/* Copy output `index` (0: the first of the network's outputs) into dst[size]; size must be the output's. */
+int mxcc_api_get_output(const mxcc_net *net, mxcc_ctx *ctx, int index, float *dst, size_t size, char *err,
+                        size_t errlen);
+/* Another context of the same network sharing base's params and bind-time weights (read-only), with an arena,
+ * inputs and outputs of its own: for another thread. base must outlive it and keep its params meanwhile. */
+mxcc_ctx *mxcc_api_ctx_clone(const mxcc_net *net, const mxcc_ctx *base, char *err, size_t errlen);
+/* The slot of `kind` ("input", "param", "aux", "output"; NULL: any) named `name`, or -1. */
+int mxcc_api_find_slot(const mxcc_net *net, const char *kind, const char *name);
+/* Index of the slot of output `index`, or -1. */
+int mxcc_api_output_slot(const mxcc_net *net, int index);
+int mxcc_api_num_outputs(const mxcc_net *net);
 
 /* NULL on failure, with a message in err. Per-thread buffers are sized for `threads` threads (<= 0:
  * mxcc_default_threads()); scratch_floats is the kernels' scratch for that many. */

@@ -100,7 +100,7 @@ def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, 
     train_arena = plan.arena_bytes if train_arena_bytes is None else train_arena_bytes
     infer_base = (train_arena + 63) // 64 * 64
     slot_dicts = [dict(index=s.index, name=s.name, cname=c_string(s.name), kind=s.kind, shape=s.shape,
-                       size=_size(s.shape), ident=ident)
+                       size=_size(s.shape), ident=ident, optional=s.optional)
                   for s, ident in zip(plan.slots, unique_idents([f"{s.kind}_{s.name}" for s in plan.slots]))]
     fresh = {s["name"]: s for s in slot_dicts if s["kind"] == "grad_fresh"}
     # the kernels' text; many kernels: in parts compiled separately (so not static)

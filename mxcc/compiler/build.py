@@ -46,21 +46,34 @@ STALE_AFTER_S = 300     # a tmp- folder of a dead pid, untouched this long, is a
 
 
 def runtime_sources() -> list[Path]:
-    """The runtime every module links. The executables' own code is not in it: runtime_c/driver/ (their
-    mains' bodies) and runtime_c/data/ (IDX reading, zlib: `<net>_train` only)."""
+    """The runtime, compiled once per host, with the bodies of the standalone programs (runtime_c/driver/: the
+    same for every network, so compiled once too rather than with each network's executables). Not in it:
+    runtime_c/data/ (IDX reading with zlib, `<net>_train` only), compiled with the training program, so that a
+    host without zlib's headers builds everything else."""
     root = resource_dir("runtime_c")
-    return sorted(p for p in root.rglob("*.c")
-                  if not {"tests", "data", "driver"} & set(p.relative_to(root).parts))
+    return sorted(p for p in root.rglob("*.c") if not {"tests", "data"} & set(p.relative_to(root).parts))
 
 
-def bench_sources() -> list[Path]:
-    driver = resource_dir("runtime_c") / "driver"
-    return [driver / "bench.c", driver / "common.c"]
+# Runtime objects that only some links take. MXNet's predict API refers to the library's network
+# (mxcc_pred_library_model, defined by its generated <net>_lib.c): only the network's C library links it. The
+# programs' bodies go into the programs.
+LIBRARY_ONLY_OBJECTS = ("capi__c_predict_api.o",)
+BENCH_OBJECTS = ("driver__bench.o", "driver__common.o")
+TRAIN_OBJECTS = ("driver__train.o", "driver__common.o")
 
 
-def train_sources() -> list[Path]:
-    root = resource_dir("runtime_c")
-    return [root / "driver" / "train.c", root / "driver" / "common.c", *sorted((root / "data").glob("*.c"))]
+def module_objects(objs: list[Path]) -> list[Path]:
+    """The runtime objects the Python module, the executables and the library link: all but those above."""
+    return [o for o in objs if o.name not in LIBRARY_ONLY_OBJECTS and not o.name.startswith("driver__")]
+
+
+def _named(objs: list[Path], names: tuple[str, ...]) -> list[str]:
+    return [str(o) for o in objs if o.name in names]
+
+
+def data_sources() -> list[Path]:
+    """runtime_c/data/: compiled with `<net>_train` (zlib)."""
+    return sorted((resource_dir("runtime_c") / "data").glob("*.c"))
 
 
 def runtime_files() -> list[Path]:
@@ -353,8 +366,8 @@ def _runtime_plan(opts: CompileOptions) -> tuple[str, list[Path], list[str]]:
 def _compile_runtime(opts: CompileOptions, srcs: list[Path], names: list[str], tmp: Path) -> None:
     cc = shutil.which(opts.cc) or opts.cc
     inc = str(resource_dir("runtime_c"))
-    _compile_parallel([([cc, *flags(opts), "-I", inc, "-c", str(s), "-o", n], f"compiling {s.name}")
-                       for s, n in zip(srcs, names)], tmp)
+    _compile_parallel([([cc, *flags(opts), "-I", inc, "-I", os.path.join(inc, "data"), "-c", str(s), "-o", n],
+                        f"compiling {s.name}") for s, n in zip(srcs, names)], tmp)
 
 
 def prebuilt_dir() -> Path:
@@ -418,6 +431,7 @@ class Built:
     bench: Path
     key: str
     cached: bool
+    net_objects: tuple = ()   # the network's own objects (<net>.o, or one per part), in dir: build_library links them
 
 
 def build(net: str, c_src: str, h_src: str, cdef: str, bench_src: str, opts: CompileOptions,
@@ -441,10 +455,11 @@ def build(net: str, c_src: str, h_src: str, cdef: str, bench_src: str, opts: Com
     root = Path(cache_dir())
     final = root / key[:2] / key
     so, bench = final / (module + EXT_SUFFIX), final / f"{net}_bench"
-    need = [so.name, bench.name] + ([f"{net}_train"] if train_src is not None else [])
+    net_objs = [f"{net}.o"] if parts == 1 else [f"{net}_{k}.o" for k in range(parts)]
+    need = [so.name, bench.name, *net_objs] + ([f"{net}_train"] if train_src is not None else [])
     if _usable(final, key, need, root):
         log("from the compile cache (checked)", time.perf_counter() - t)
-        return Built(final, module, so, bench, key, cached=True)
+        return Built(final, module, so, bench, key, cached=True, net_objects=tuple(final / o for o in net_objs))
 
     def lap(stage):
         nonlocal t
@@ -455,7 +470,8 @@ def build(net: str, c_src: str, h_src: str, cdef: str, bench_src: str, opts: Com
     root = _cache_root()
     _sweep_stale(root)
     lap("cache lookup")
-    objs = runtime_objects(opts)
+    every = runtime_objects(opts)
+    objs = module_objects(every)
     lap("runtime objects (prebuilt, cached or compiled)")
     with _scratch(root) as tmp:
         (tmp / f"{net}.c").write_text(c_src)
@@ -471,7 +487,6 @@ def build(net: str, c_src: str, h_src: str, cdef: str, bench_src: str, opts: Com
         inc = ["-I", str(resource_dir("runtime_c")), "-I", str(tmp)]
         exe_inc = ["-I", str(resource_dir("runtime_c") / "driver")]
         py_inc = ["-I", sysconfig.get_paths()["include"]]
-        net_objs = [f"{net}.o"] if parts == 1 else [f"{net}_{k}.o" for k in range(parts)]
         # part 0 of several holds the tables and entry points only (sequences of calls, no loops): -O1 is as
         # fast to run and half as slow to compile
         part_flags = [[]] if parts == 1 else [[f"-DMXCC_PART={k}"] + (["-O1"] if k == 0 else [])
@@ -488,13 +503,57 @@ def build(net: str, c_src: str, h_src: str, cdef: str, bench_src: str, opts: Com
         libs = ["-fopenmp", "-lm"] + (["-fsanitize=address,undefined"] if opts.sanitize else [])
         _compile_parallel([
             ([cc, "-shared", "-o", so.name, f"{module}.o", *net_objs, *map(str, objs), *libs], "linking the module"),
-            ([cc, *fl, *inc, *exe_inc, "-o", bench.name, f"{net}_bench.c", *map(str, bench_sources()), *net_objs,
+            ([cc, *fl, *inc, *exe_inc, "-o", bench.name, f"{net}_bench.c", *_named(every, BENCH_OBJECTS), *net_objs,
               *map(str, objs), *libs], "building the benchmark"),
         ] + ([([cc, *fl, *inc, *exe_inc, "-I", str(resource_dir("runtime_c") / "data"), "-o", f"{net}_train",
-                f"{net}_train.c", *map(str, train_sources()), *net_objs, *map(str, objs), *libs, "-lz"],
+                f"{net}_train.c", *_named(every, TRAIN_OBJECTS), *map(str, data_sources()), *net_objs,
+                *map(str, objs), *libs, "-lz"],
                "building the training program (needs zlib: apt-get install zlib1g-dev)")]
              if train_src is not None else []), tmp)
         lap("linking the module and the executables")
         _publish(tmp, final, key, need, root)
     lap("publishing to the cache")
-    return Built(final, module, so, bench, key, cached=False)
+    return Built(final, module, so, bench, key, cached=False, net_objects=tuple(final / o for o in net_objs))
+
+
+@dataclass(frozen=True)
+class Library:
+    static: Path         # lib<net>.a
+    shared: Path         # lib<net>.so
+    cached: bool
+
+
+def build_library(net: str, built: Built, glue_src: str, exports: str, opts: CompileOptions, log=None) -> Library:
+    """The network's C library, from the objects of its build (`built`) and the runtime's: `lib<net>.a` and
+    `lib<net>.so` (position-independent, like every object here), cached like a build under a key of the
+    build's key, the glue and the export list. `glue_src` (<net>_lib.c, compiled with -fvisibility=hidden) ties
+    MXNet's predict API to the network; `exports` is the linker version script: the .so exports what it lists and
+    nothing else. Linking the library needs -fopenmp -lm and nothing more."""
+    log = log or (lambda stage, seconds: None)
+    t = time.perf_counter()
+    key = _hash("lib", __version__, built.key, glue_src, exports, " ".join(flags(opts)))
+    root = Path(cache_dir())
+    final = root / key[:2] / key
+    a, so = f"lib{net}.a", f"lib{net}.so"
+    if _usable(final, key, [a, so], root):
+        log("the C library, from the compile cache (checked)", time.perf_counter() - t)
+        return Library(final / a, final / so, cached=True)
+    root = _cache_root()
+    every = runtime_objects(opts)
+    objs = [*built.net_objects, *module_objects(every), *_named(every, LIBRARY_ONLY_OBJECTS)]
+    cc = shutil.which(opts.cc) or opts.cc
+    san = ["-fsanitize=address,undefined"] if opts.sanitize else []
+    with _scratch(root) as tmp:
+        (tmp / f"{net}_lib.c").write_text(glue_src)
+        (tmp / "exports.map").write_text(exports)
+        _run([cc, *flags(opts), "-fvisibility=hidden", "-I", str(resource_dir("runtime_c")), "-I", str(built.dir),
+              "-c", f"{net}_lib.c", "-o", f"{net}_lib.o"], tmp, "compiling the library's glue")
+        members = [f"{net}_lib.o", *map(str, objs)]
+        _compile_parallel([
+            (["ar", "rcs", a, *members], "archiving the static library (ar, from binutils)"),
+            ([cc, "-shared", "-o", so, f"-Wl,-soname,{so}", "-Wl,--version-script=exports.map", "-Wl,--no-undefined",
+              *members, "-fopenmp", "-lm", *san], "linking the shared library"),
+        ], tmp)
+        _publish(tmp, final, key, [a, so], root)
+    log("building the C library (lib%s.a, lib%s.so)" % (net, net), time.perf_counter() - t)
+    return Library(final / a, final / so, cached=False)

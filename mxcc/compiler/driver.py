@@ -16,9 +16,9 @@ import numpy as np
 from mxcc._version import __version__
 from mxcc.codegen.cnames import c_ident
 from mxcc.codegen.lower import lower, lower_folded, lower_train_program, lower_updates
-from mxcc.codegen.render import render
-from mxcc.compiler import artifacts
-from mxcc.compiler.build import build
+from mxcc.codegen.render import environment, render
+from mxcc.compiler import artifacts, library
+from mxcc.compiler.build import build, build_library
 from mxcc.files import resource_dir
 from mxcc.errors import GraphError, ShapeError, name_list
 from mxcc.graph import Graph, Ref, load_json
@@ -435,10 +435,21 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
     kw = {"optimizer": optimizer} if opts.train else {}
     directory = built.dir
     if out_dir is not None:
+        lib, tree = None, {}
+        if not opts.train:      # the network as a C library (inference builds): only where a directory is written
+            glue = library.render_glue(environment(str(resource_dir("templates"))), name, graph, source)
+            lib = build_library(name, built, glue, library.exports(name), opts,
+                                log=lambda stage, seconds: timings.append((stage, seconds)))
+            tree = {f"{artifacts.INCLUDE_DIR}/{k}": v for k, v in library.include_files().items()}
+            tree[f"{artifacts.INCLUDE_DIR}/{name}.h"] = src.h
+            meta["library"] = dict(static=lib.static.name, shared=lib.shared.name, include=artifacts.INCLUDE_DIR)
+            clock = time.perf_counter()
         directory = artifacts.write_directory(
             out_dir, {f"{name}.c": src.c, f"{name}.h": src.h, artifacts.PLAN_JSON: json.dumps(pj, indent=1)},
-            [built.so, built.bench] + ([built.dir / f"{name}_train"] if src.train else []), meta,
-            None if params is None else lambda path: save_params(path, {k: np.asarray(v) for k, v in params.items()}))
+            [built.so, built.bench] + ([built.dir / f"{name}_train"] if src.train else [])
+            + ([lib.static, lib.shared] if lib else []), meta,
+            None if params is None else lambda path: save_params(path, {k: np.asarray(v) for k, v in params.items()}),
+            tree=tree)
         if opts.sanitize:       # an ASan-instrumented extension cannot load into a plain Python
             return directory
     lap("writing the output directory" if out_dir is not None else "module record")

@@ -1,15 +1,22 @@
 /* The standalone benchmark of every network: <net>_bench is this file, linked with the network and a main of
  * one line (templates/bench.c.j2) that passes the network's descriptor (<net>_net, mxcc_net).
- *   <net>_bench [--iters N | --seconds S] [--warmup N] [--threads T] [--timeline FILE] [--profile FILE]
+ *   <net>_bench [--iters N | --seconds S] [--warmup N] [--threads T] [--params FILE] [--input [NAME=]X.npy]...
+ *               [--output [NAME=]Y.npy]... [--timeline FILE] [--profile FILE]
  * Binds every input and parameter to deterministic pseudo-random values in [-0.5, 0.5) (the time of a
- * forward does not depend on the values), runs warm-up forwards, then times N forwards (or as many as fit
- * in S seconds). --timeline appends each kernel call's [t0, t1) (CLOCK_MONOTONIC ns, raw mxcc_prof_event
- * records) to FILE: `mxcc perf` uses it to place every perf sample, OpenMP workers' too, in its kernel. */
+ * forward does not depend on the values), unless --params (an MXNet .params file, read by the C reader and
+ * checked against the network: runtime_c/params/) and --input (a float32 .npy of the input's shape; NAME= for
+ * a network of several inputs, else the first input) give real ones. Runs warm-up forwards, then times N
+ * forwards (or as many as fit in S seconds); --output writes an output of the last forward as .npy (NAME= or
+ * its index, else the first output). --timeline appends each kernel call's [t0, t1) (CLOCK_MONOTONIC ns, raw
+ * mxcc_prof_event records) to FILE: `mxcc perf` uses it to place every perf sample, OpenMP workers' too, in its
+ * kernel. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mxcc_driver.h"
+
+#define MAX_FILES 16
 
 static int arg_int(int argc, char **argv, const char *flag, int dflt)
 {
@@ -24,18 +31,102 @@ static void bench_forward(const mxcc_net *net, mxcc_ctx *ctx, mxcc_timeline *tim
     mxcc_timeline_drain(timeline, ctx);
 }
 
+/* "NAME=FILE" names a slot of `kind`; plain "FILE" takes the first one (of the inputs: not a label). *file is
+ * the path. The slot, or -1 (message printed). */
+static int slot_of(const mxcc_net *net, const char *kind, const char *arg, const char **file, const char *prog)
+{
+    const char *eq = strchr(arg, '=');
+    *file = arg;
+    if (eq) {
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
+        int s = mxcc_api_find_slot(net, kind, name);
+        if (s < 0 && !strcmp(kind, "output")) {      /* an output by index */
+            char *end;
+            const long i = strtol(name, &end, 10);
+            s = *end ? -1 : mxcc_api_output_slot(net, (int)i);
+        }
+        if (s >= 0) {
+            *file = eq + 1;
+            return s;
+        }
+    }
+    for (int s = 0; s < net->num_slots; s++)
+        if (!strcmp(net->slots[s].kind, kind) && !net->slots[s].optional)
+            return s;
+    fprintf(stderr, "%s: network '%s' has no %s for %s\n", prog, net->name, kind, arg);
+    return -1;
+}
+
+/* Bind the --input files; owned[s] takes the buffers. 0, or 1 (message printed). */
+static int bind_inputs(const mxcc_net *net, void **slots, void **owned, int argc, char **argv)
+{
+    const char *args[MAX_FILES];
+    const int n = mxcc_arg_all(argc, argv, "--input", args, MAX_FILES);
+    for (int i = 0; i < n && i < MAX_FILES; i++) {
+        const char *file;
+        const int s = slot_of(net, "input", args[i], &file, argv[0]);
+        if (s < 0)
+            return 1;
+        float *data;
+        int ndim;
+        long long shape[8];
+        char err[512];
+        if (mxcc_npy_read_f32(file, &data, &ndim, shape, err, sizeof err)) {
+            fprintf(stderr, "%s: %s\n", argv[0], err);
+            return 1;
+        }
+        const mxcc_slot_info *slot = &net->slots[s];
+        int same = ndim == slot->ndim;
+        for (int d = 0; same && d < ndim; d++)
+            same = shape[d] == slot->shape[d];
+        if (!same) {
+            fprintf(stderr, "%s: %s: the shape of input '%s' is not the compiled one (%d dims:", argv[0], file,
+                    slot->name, slot->ndim);
+            for (int d = 0; d < slot->ndim; d++)
+                fprintf(stderr, " %lld", slot->shape[d]);
+            fprintf(stderr, ")\n");
+            free(data);
+            return 1;
+        }
+        free(owned[s]);
+        slots[s] = owned[s] = data;
+    }
+    return 0;
+}
+
+static int write_outputs(const mxcc_net *net, void **slots, int argc, char **argv)
+{
+    const char *args[MAX_FILES];
+    const int n = mxcc_arg_all(argc, argv, "--output", args, MAX_FILES);
+    for (int i = 0; i < n && i < MAX_FILES; i++) {
+        const char *file;
+        const int s = slot_of(net, "output", args[i], &file, argv[0]);
+        char err[512];
+        if (s < 0)
+            return 1;
+        if (mxcc_npy_write_f32(file, slots[s], net->slots[s].ndim, net->slots[s].shape, err, sizeof err)) {
+            fprintf(stderr, "%s: %s\n", argv[0], err);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: %s [--iters N | --seconds S] [--warmup N] [--threads T] [--timeline FILE]"
-                   " [--profile FILE]\n", argv[0]);
+            printf("usage: %s [--iters N | --seconds S] [--warmup N] [--threads T] [--params FILE]"
+                   " [--input [NAME=]X.npy]... [--output [NAME=]Y.npy]... [--timeline FILE] [--profile FILE]\n",
+                   argv[0]);
             return 0;
         }
     const int iters = arg_int(argc, argv, "--iters", 100);
     const int warmup = arg_int(argc, argv, "--warmup", 10);
     const int threads = arg_int(argc, argv, "--threads", 0);
     const double seconds = atof(mxcc_arg_str(argc, argv, "--seconds", "0"));
+    const char *params = mxcc_arg_str(argc, argv, "--params", NULL);
     mxcc_timeline timeline;
     mxcc_timeline_args(&timeline, argc, argv);
     if (iters <= 0 || warmup < 0 || seconds < 0) {
@@ -43,15 +134,24 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
         return 2;
     }
     mxcc_set_num_threads(threads);
-    char err[256];
+    char err[1024];
     mxcc_ctx *ctx = net->ctx_create(err, sizeof err);
-    if (!ctx) {
-        fprintf(stderr, "%s\n", err);
+    void **owned = calloc((size_t)net->num_slots + 1, sizeof *owned);   /* the buffers this program allocated */
+    if (!ctx || !owned) {
+        fprintf(stderr, "%s\n", ctx ? "out of memory" : err);
         return 1;
     }
     void **slots = mxcc_ctx_slots(ctx);
+    if (params && mxcc_api_load_params(net, ctx, params, 0, err, sizeof err)) {   /* the context owns them */
+        fprintf(stderr, "%s: %s\n", argv[0], err);
+        return 1;
+    }
+    if (bind_inputs(net, slots, owned, argc, argv))
+        return 1;
     unsigned seed = 12345u;
     for (int s = 0; s < net->num_slots; s++) {
+        if (slots[s])
+            continue;
         float *p = aligned_alloc(64, (net->slots[s].size * sizeof(float) + 63) / 64 * 64);
         if (!p) {
             fprintf(stderr, "out of memory\n");
@@ -63,9 +163,10 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
             if (!strcmp(net->slots[s].kind, "aux"))
                 p[i] += 1.0f;       /* moving variances must be positive */
         }
-        slots[s] = p;
+        slots[s] = owned[s] = p;
     }
-    net->prepare(ctx);
+    if (!params)
+        net->prepare(ctx);
     if (mxcc_timeline_start(&timeline, net, ctx, argv[0]))
         return 1;
     for (int i = 0; i < warmup; i++)
@@ -84,10 +185,11 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
     }
     const double us = (mxcc_now_seconds() - t0) * 1e6 / done;
     printf("%s: %.3f us per forward (%d iters, %d threads)\n", net->name, us, done, mxcc_get_num_threads());
-    if (mxcc_timeline_finish(&timeline, net, argv[0]))
+    if (mxcc_timeline_finish(&timeline, net, argv[0]) || write_outputs(net, slots, argc, argv))
         return 1;
     for (int s = 0; s < net->num_slots; s++)
-        free(slots[s]);
+        free(owned[s]);
+    free(owned);
     net->ctx_free(ctx);
     return 0;
 }

@@ -2,9 +2,10 @@
  * A generated <net>_bench.c or <net>_train.c is a main of one line that calls one of these with <net>_net
  * (and, for training, the program's constants): the code is written, read and tested once, here.
  *
- *   bench.c   <net>_bench: times forwards on pseudo-random inputs; --timeline / --profile
+ *   bench.c   <net>_bench: times forwards on pseudo-random inputs and params, or real ones (--params, --input);
+ *             --output, --timeline / --profile
  *   train.c   <net>_train: MXNet's C++ MLP example (MNIST, one step per batch, accuracy per epoch)
- *   common.c  what both share: options, the timeline and the trace
+ *   common.c  what both share: options, the timeline and the trace, .npy files
  */
 #ifndef MXCC_DRIVER_H
 #define MXCC_DRIVER_H
@@ -22,6 +23,8 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv);
 /* ---- shared by both programs (common.c) ---- */
 
 const char *mxcc_arg_str(int argc, char **argv, const char *flag, const char *dflt);   /* "--flag VALUE" */
+/* Every VALUE of a repeated "--flag VALUE", up to max, into out; how many there are. */
+int mxcc_arg_all(int argc, char **argv, const char *flag, const char **out, int max);
 double mxcc_now_seconds(void);                                                         /* CLOCK_MONOTONIC */
 
 /* --timeline FILE: each kernel call's (and parameter update's) [t0, t1) as raw mxcc_prof_event records, drained
@@ -68,6 +71,12 @@ typedef struct mxcc_train_config {
 } mxcc_train_config;
 
 int mxcc_train_main(const mxcc_net *net, const mxcc_train_config *cfg, int argc, char **argv);
+
+/* NumPy .npy files of float32 (the benchmark's --input and --output): C order, little-endian '<f4' (a '<f8'
+ * file is read and converted). 0, or -1 with a message in err; *data is malloc'd, shape has room for 8 dims. */
+int mxcc_npy_read_f32(const char *path, float **data, int *ndim, long long *shape, char *err, size_t errlen);
+int mxcc_npy_write_f32(const char *path, const float *data, int ndim, const long long *shape, char *err,
+                       size_t errlen);
 
 #ifdef __cplusplus
 }
