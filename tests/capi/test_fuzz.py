@@ -22,7 +22,7 @@ from mxcc.files import resource_dir
 from mxcc.graph import load_json
 from mxcc.params import DTYPE_TO_FLAG, load_params, save_params
 from mxcc.errors import ParamsError
-from mxcc_testing import DATA, ROOT
+from mxcc_testing import ROOT
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
