@@ -47,7 +47,10 @@ from pathlib import Path
 import numpy as np
 
 from mxcc.compiler.artifacts import MODULE_JSON, PARAMS_FILE, params_file, read_meta
+from mxcc.compiler.build import target_cpu
 from mxcc.errors import BuildError, ParamsError, ShapeError, name_list
+from mxcc.options import CompileOptions
+from mxcc.params import save_params
 from mxcc.runtime.module import Module, load
 
 FORMAT = 1      # the Bundle's layout version
@@ -113,7 +116,6 @@ def pack(module) -> Bundle:
 
 
 def _params_bytes(params: dict) -> bytes:
-    from mxcc.params import save_params
     with tempfile.TemporaryDirectory(prefix="mxcc-pack-") as d:
         save_params(Path(d) / PARAMS_FILE, params)
         return (Path(d) / PARAMS_FILE).read_bytes()
@@ -123,8 +125,6 @@ def _manifest(directory: Path, meta: dict) -> dict:
     isa = _isa_of(Path(directory), meta["name"])
     model, flags = _cpu()
     if isa == "native":                  # the build host is this one: the code may use any extension it has
-        from mxcc.compiler.build import target_cpu
-        from mxcc.options import CompileOptions
         target, requires = target_cpu(CompileOptions.from_env().cc, "native"), _ranked(flags & _ISA_FLAGS)
     else:
         target, requires = isa, _gcc_march_flags(isa)
@@ -146,7 +146,6 @@ def _isa_of(directory: Path, name: str) -> str:
 
 def _gcc_march_flags(isa: str) -> list[str] | None:
     """The cpuinfo flags of the extensions `gcc -march=<isa>` enables; None if gcc cannot say (unchecked)."""
-    from mxcc.options import CompileOptions
     try:
         out = subprocess.run([CompileOptions.from_env().cc, f"-march={isa}", "-Q", "--help=target"],
                              capture_output=True, text=True, timeout=60)
