@@ -14,6 +14,18 @@ DATA = Path(__file__).resolve().parent / "data"
 needs_gcc = pytest.mark.skipif(shutil.which(os.environ.get("CC", "gcc")) is None, reason="no C compiler (gcc)")
 
 
+class SGD0:
+    """An optimizer with a zero learning rate, for tests of gradients: the update is not under test and leaves
+    the weights alone."""
+    kind, state_names = "sgd", ()
+
+    def step_hyper(self, t):
+        return {"lr": 0.0, "rescale_grad": 1.0, "clip_gradient": -1.0}
+
+    def multipliers(self, graph, names):
+        return {}, {}
+
+
 def compile_for_gradients(net, shapes, params, **kw):
     """A poisoning training build (memory nothing wrote reads as NaN); with MXCC_TEST_SANITIZE=1 also built
     with ASan + UBSan and loaded from its directory (tests/runtime/test_sanitizers.py runs the gradient tests

@@ -17,7 +17,7 @@ from mxcc import sym
 from mxcc.graph import load_json
 from mxcc.graph.ir import Graph
 from mxcc.passes import bind, copy_repeated_heads, infer_shapes
-from mxcc_testing import DATA, needs_gcc, rel_err
+from mxcc_testing import DATA, SGD0, needs_gcc, rel_err
 
 pytestmark = needs_gcc
 
@@ -25,17 +25,6 @@ EXTRA = DATA / "mxnet_extra"
 MANIFEST = json.loads((EXTRA / "manifest.json").read_text())["cases"]
 REPEATS = [n for n in MANIFEST if n.startswith("repeat_")]
 SOFTMAX = [n for n in MANIFEST if n.startswith("SoftmaxActivation_")]
-
-
-class _SGD0:
-    """The update is not under test: a zero learning rate leaves the weights alone."""
-    kind, state_names = "sgd", ()
-
-    def step_hyper(self, t):
-        return {"lr": 0.0, "rescale_grad": 1.0, "clip_gradient": -1.0}
-
-    def multipliers(self, graph, names):
-        return {}, {}
 
 
 def _case(name):
@@ -78,7 +67,7 @@ def test_repeated_outputs_forward(name):
 def test_repeated_outputs_gradients(name):
     """Each output's head gradients summed over its repeats (a repeated loss head: none, counted once)."""
     case, a, shapes, params, inputs, heads = _case(name)
-    exe = mxcc.compile(EXTRA / case["files"]["symbol"], shapes, params, train=True, optimizer=_SGD0(),
+    exe = mxcc.compile(EXTRA / case["files"]["symbol"], shapes, params, train=True, optimizer=SGD0(),
                        inputs_need_grad=True)
     _check_outputs(exe.forward(is_train=True, **inputs), a, len(case["outputs"]))
     exe.backward(heads)
@@ -90,7 +79,7 @@ def test_repeated_outputs_gradients(name):
 def test_repeated_outputs_of_a_training_build_forward_in_inference_mode():
     """Group([y, Dropout(y)]): a training build's inference forward (Dropout is the identity: one value)."""
     case, a, shapes, params, inputs, _ = _case("repeat_dropout_infer")
-    exe = mxcc.compile(EXTRA / case["files"]["symbol"], shapes, params, train=True, optimizer=_SGD0())
+    exe = mxcc.compile(EXTRA / case["files"]["symbol"], shapes, params, train=True, optimizer=SGD0())
     _check_outputs(exe.forward(is_train=False, **inputs), a, 2)
     exe.forward(is_train=True, **inputs)
     _check_outputs(exe.forward(is_train=False, **inputs), a, 2)
@@ -150,7 +139,7 @@ def test_softmax_activation_forward():
 def test_softmax_activation_gradients():
     names = [n for n in SOFTMAX if MANIFEST[n]["grad_req"]]         # 1-D: MXNet has no backward to compare
     arrays, inputs = _softmax_inputs(names)
-    exe = mxcc.compile(_merged(names), {k: v.shape for k, v in inputs.items()}, train=True, optimizer=_SGD0(),
+    exe = mxcc.compile(_merged(names), {k: v.shape for k, v in inputs.items()}, train=True, optimizer=SGD0(),
                        inputs_need_grad=True, name="sa")
     for name, out in zip(names, exe.forward(is_train=True, **inputs)):
         assert rel_err(out, arrays[name]["out:0"]) <= 1e-5, name

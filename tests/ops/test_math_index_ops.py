@@ -23,7 +23,7 @@ from mxcc.graph.ir import Graph
 from mxcc.ops import math_ops, supported_ops
 from mxcc.ops.base import ShapeCtx
 from mxcc.ops.index_ops import SliceAttrs, slice_ranges
-from mxcc_testing import DATA, compile_for_gradients, needs_gcc, rel_err
+from mxcc_testing import DATA, SGD0, compile_for_gradients, needs_gcc, rel_err
 
 REF = DATA / "ops_extra_a"
 MANIFEST = json.loads((REF / "manifest.json").read_text())
@@ -46,17 +46,6 @@ NEW_OPS = ["sign", "reciprocal", "log1p", "expm1", "erf", "floor", "ceil", "roun
            "_power", "_power_scalar", "_rpower_scalar", "_maximum", "_minimum", "_maximum_scalar", "_minimum_scalar",
            "broadcast_power", "where", "broadcast_to", "broadcast_like", "slice", "_arange", "_contrib_arange_like",
            "take", "one_hot", "pick", "stack", "tile", "repeat", "reshape_like", "slice_like"]
-
-
-class _SGD0:
-    """The update is not under test: a zero learning rate."""
-    kind, state_names = "sgd", ()
-
-    def step_hyper(self, t):
-        return {"lr": 0.0, "rescale_grad": 1.0, "clip_gradient": -1.0}
-
-    def multipliers(self, graph, names):
-        return {}, {}
 
 
 def _merged(names: list[str]) -> Graph:
@@ -97,7 +86,7 @@ def _run(names, train: bool):
         outs = m.forward(**inputs)
         return arrays, {n: (o, {}) for n, o in _outputs_by_case(names, outs, arrays).items()}
     grad_req = {k: "write" for k in inputs}
-    exe = compile_for_gradients(_merged(names), shapes, None, optimizer=_SGD0(), grad_req=grad_req, name="opsa")
+    exe = compile_for_gradients(_merged(names), shapes, None, optimizer=SGD0(), grad_req=grad_req, name="opsa")
     outs = [o.copy() for o in exe.forward(is_train=True, **inputs)]
     exe.backward([arrays[n][f"head_grad:{j}"] for n in names for j in range(len(CASES[n]["outputs"]))])
     by_case = _outputs_by_case(names, outs, arrays)
@@ -302,7 +291,7 @@ def test_parallel_kernels_match_numpy(rng):
     for o, r in zip(outs, refs):
         np.testing.assert_array_equal(o, r)
     exe = mxcc.compile(sym.pick(sym.take(sym.var("a"), i, axis=1), sym.var("q"), axis=2), {"a": x.shape, "i": idx.shape,
-                       "q": (64, 60)}, train=True, optimizer=_SGD0(), grad_req={"a": "write", "i": "null", "q": "null"})
+                       "q": (64, 60)}, train=True, optimizer=SGD0(), grad_req={"a": "write", "i": "null", "q": "null"})
     q = rng.integers(0, 16, size=(64, 60)).astype(np.float32)
     head = rng.standard_normal((64, 60)).astype(np.float32)
     picked = np.take_along_axis(x[:, j], q.astype(int)[..., None], 2)[..., 0]

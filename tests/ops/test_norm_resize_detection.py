@@ -27,7 +27,7 @@ from mxcc.errors import AttrError, ShapeError
 from mxcc.graph import load_json
 from mxcc.graph.ir import Graph
 from mxcc.ops import REGISTRY
-from mxcc_testing import DATA, compile_for_gradients, needs_gcc, rel_err
+from mxcc_testing import DATA, SGD0, compile_for_gradients, needs_gcc, rel_err
 
 HERE = DATA / "ops_extra_c"
 MANIFEST = json.loads((HERE / "manifest.json").read_text())["cases"]
@@ -40,17 +40,6 @@ for _n in OP_CASES:
     GROUPS.setdefault(FAMILY.get(MANIFEST[_n]["op"], "detection"), []).append(_n)
 E2E_CASES = [n for n in MANIFEST if n.startswith("e2e_")]
 INDEX_OPS = {"argmax", "argmin", "argsort"}
-
-
-class _SGD0:
-    """The update is not under test: a zero learning rate leaves the weights alone."""
-    kind, state_names = "sgd", ()
-
-    def step_hyper(self, t):
-        return {"lr": 0.0, "rescale_grad": 1.0, "clip_gradient": -1.0}
-
-    def multipliers(self, graph, names):
-        return {}, {}
 
 
 def _merged(names: list[str]) -> Graph:
@@ -129,7 +118,7 @@ def _run_group(family: str, names: list[str]) -> dict:
         grad_req.update({pre + k: "null" for k in case["arguments"] if not case["grad_req"]})
         heads.update({pre + out: a[f"head_grad:{j}"] for j, out in enumerate(case["outputs"])
                       if f"head_grad:{j}" in a.files})
-    exe = compile_for_gradients(_merged(names), shapes, params, optimizer=_SGD0(), grad_req=grad_req,
+    exe = compile_for_gradients(_merged(names), shapes, params, optimizer=SGD0(), grad_req=grad_req,
                                 name=f"ops_{family}")
     infer = [o.copy() for o in exe.forward(is_train=False, **inputs)]
     train = [o.copy() for o in exe.forward(is_train=True, **inputs)]
@@ -220,7 +209,7 @@ def _run_tiled() -> dict:
         grad_req.update({pre + v: r for v, r in (case["grad_req"] or {v: "null" for v in case["arguments"]}).items()})
         heads.update({pre + out: _tile(a[f"head_grad:{j}"], k) for j, out in enumerate(case["outputs"])
                       if f"head_grad:{j}" in a.files})
-    exe = compile_for_gradients(_merged(names), shapes, params, optimizer=_SGD0(), grad_req=grad_req, name="tiled")
+    exe = compile_for_gradients(_merged(names), shapes, params, optimizer=SGD0(), grad_req=grad_req, name="tiled")
     outs = [o.copy() for o in exe.forward(is_train=True, **inputs)]
     exe.backward(_head_grads(exe, heads))
     j = 0
@@ -276,7 +265,7 @@ def test_gluon_block_matches_mxnet(name):
     inputs = {k: a[f"arg:{k}"] for k in case["inputs"]}
     grad_req = {k: r for k, r in case["grad_req"].items()}
     exe = compile_for_gradients(HERE / case["files"]["symbol"], {k: v.shape for k, v in inputs.items()},
-                                HERE / case["files"]["params"], optimizer=_SGD0(), grad_req=grad_req)
+                                HERE / case["files"]["params"], optimizer=SGD0(), grad_req=grad_req)
     outs = exe.forward(is_train=False, **inputs)
     exact = E2E_INDEX_OUTPUTS.get(name, ())
     for i, out in enumerate(outs):

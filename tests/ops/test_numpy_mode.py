@@ -22,24 +22,13 @@ from mxcc.graph import load_json
 from mxcc.graph.ir import Graph
 from mxcc.ops import REGISTRY, numpy_ops
 from mxcc.ops.base import ShapeCtx
-from mxcc_testing import DATA, compile_for_gradients, needs_gcc, rel_err
+from mxcc_testing import DATA, SGD0, compile_for_gradients, needs_gcc, rel_err
 
 REF = DATA / "numpy_mode"
 MANIFEST = json.loads((REF / "manifest.json").read_text())
 CASES = MANIFEST["cases"]
 NAMES = list(CASES)
 MODELS = MANIFEST["models"]
-
-
-class _SGD0:
-    """The update is not under test: a zero learning rate."""
-    kind, state_names = "sgd", ()
-
-    def step_hyper(self, t):
-        return {"lr": 0.0, "rescale_grad": 1.0, "clip_gradient": -1.0}
-
-    def multipliers(self, graph, names):
-        return {}, {}
 
 
 def _merged(names: list[str], lift_0d: bool = False) -> Graph:
@@ -93,7 +82,7 @@ def forward(inputs):
 @pytest.fixture(scope="module")
 def trained(inputs, arrays):
     exe = compile_for_gradients(_merged(NAMES, lift_0d=True), {k: v.shape for k, v in inputs.items()}, None,
-                                optimizer=_SGD0(), grad_req={k: "write" for k in inputs}, name="npmode")
+                                optimizer=SGD0(), grad_req={k: "write" for k in inputs}, name="npmode")
     outs = [o.copy() for o in exe.forward(is_train=True, **inputs)]
     exe.backward([arrays[n][f"head_grad:{j}"].reshape(-1) if not CASES[n]["outputs"][j] else arrays[n][f"head_grad:{j}"]
                   for n in NAMES for j in range(len(CASES[n]["outputs"]))])

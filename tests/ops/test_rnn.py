@@ -23,23 +23,12 @@ from mxcc.errors import AttrError, ShapeError, UnsupportedOpError
 from mxcc.graph import load_json
 from mxcc.graph.ir import Graph
 from mxcc.ops.rnn import Geometry, RNNAttrs
-from mxcc_testing import DATA, build_isa_libs, needs_gcc, rel_err
+from mxcc_testing import DATA, SGD0, build_isa_libs, needs_gcc, rel_err
 
 RNN_DATA = DATA / "rnn"
 MANIFEST = json.loads((RNN_DATA / "manifest.json").read_text())["cases"]
 CASES = list(MANIFEST)
 FORWARD_TOL, GRAD_TOL = 1e-5, 1e-4
-
-
-class _SGD0:
-    """The update is not under test: a zero learning rate leaves the weights alone."""
-    kind, state_names = "sgd", ()
-
-    def step_hyper(self, t):
-        return {"lr": 0.0, "rescale_grad": 1.0, "clip_gradient": -1.0}
-
-    def multipliers(self, graph, names):
-        return {}, {}
 
 
 def _case(name):
@@ -93,7 +82,7 @@ def inference():
 @pytest.fixture(scope="module")
 def training():
     shapes, params, inputs, spans, grad_req = _bindings(CASES)
-    exe = mxcc.compile(_merged(CASES), shapes, params, train=True, optimizer=_SGD0(), grad_req=grad_req,
+    exe = mxcc.compile(_merged(CASES), shapes, params, train=True, optimizer=SGD0(), grad_req=grad_req,
                        poison=True, name="rnn_cases_train")
     outs = [o.copy() for o in exe.forward(is_train=True, **inputs)]
     heads = []
@@ -138,7 +127,7 @@ def test_gradient_after_an_inference_forward():
     a, fed = _case(name)
     shapes = {k: a[f"arg:{k}"].shape for k in fed}
     params = {k[4:]: a[k] for k in a.files if k.startswith("arg:") and k[4:] not in fed}
-    exe = mxcc.compile(RNN_DATA / MANIFEST[name]["files"]["symbol"], shapes, params, train=True, optimizer=_SGD0(),
+    exe = mxcc.compile(RNN_DATA / MANIFEST[name]["files"]["symbol"], shapes, params, train=True, optimizer=SGD0(),
                        inputs_need_grad=True, poison=True)
     out = exe.forward(is_train=False, **{k: a[f"arg:{k}"] for k in fed})
     assert rel_err(out[0], a["out:0"]) <= FORWARD_TOL
@@ -223,7 +212,7 @@ def test_training_with_dropout_between_layers_is_refused():
                   num_layers=2, p=0.5)
     shapes = {"data": (3, 2, 5)}
     with pytest.raises(UnsupportedOpError, match=r"gru0 \(RNN\): training with dropout between layers"):
-        mxcc.compile(net, shapes, train=True, optimizer=_SGD0())
+        mxcc.compile(net, shapes, train=True, optimizer=SGD0())
     params = {"params": np.zeros(3 * 3 * (5 + 3 + 2) + 3 * 3 * (3 + 3 + 2), np.float32),
               "state": np.zeros((2, 2, 3), np.float32)}
     out = mxcc.compile(net, {**shapes, "state": (2, 2, 3)}, {"params": params["params"]}).forward(
@@ -245,7 +234,7 @@ def test_generated_code(tmp_path):
     assert ".step = MXCC_RNN_STEP_PACKED_ROW" in c and ".wh_packed = parameters_packed" in c
     assert ".h0 = NULL, .c0 = NULL" in c and "mxcc_gemm_pack_b_f32(MXCC_TRANS, 16, 64, src" in c
     mxcc.compile(RNN_DATA / MANIFEST[name]["files"]["symbol"], {"data": (6, 3)}, params, out_dir=tmp_path / "t",
-                 name="lm", train=True, optimizer=_SGD0())
+                 name="lm", train=True, optimizer=SGD0())
     c = (tmp_path / "t" / "lm.c").read_text()
     # the training backward and that of the inference function (backward after forward(is_train=False))
     assert c.count("mxcc_rnn_lstm_backward_f32(ctx->gemm, &(mxcc_rnn_layer_grad){") == 4
@@ -296,7 +285,7 @@ def test_three_bidirectional_layers_against_numpy(rng):
                   num_layers=L, bidirectional=True, state_outputs=True, name="rnn")
     inputs = {k: v for k, v in vals.items() if k != "params"}
     exe = mxcc.compile(net, {k: v.shape for k, v in inputs.items()}, {"params": vals["params"]}, train=True,
-                       optimizer=_SGD0(), inputs_need_grad=True, poison=True)
+                       optimizer=SGD0(), inputs_need_grad=True, poison=True)
     outs = exe.forward(is_train=True, **inputs)
     f64 = {k: v.astype(np.float64) for k, v in vals.items()}
     refs = _np_lstm(f64["data"], f64["params"], f64["state"], f64["cell"], L, D, H)

@@ -17,20 +17,9 @@ import numpy as np
 
 import mxcc
 from mxcc import sym
-from mxcc_testing import needs_gcc, rel_err
+from mxcc_testing import SGD0, needs_gcc, rel_err
 
 pytestmark = needs_gcc
-
-
-class _SGD0:
-    """A zero learning rate: the weights stay put (gradients are under test, not the update)."""
-    kind, state_names = "sgd", ()
-
-    def step_hyper(self, t):
-        return {"lr": 0.0, "rescale_grad": 1.0, "clip_gradient": -1.0}
-
-    def multipliers(self, graph, names):
-        return {}, {}
 
 
 # -- float64 numpy references ------------------------------------------------------------------------------
@@ -104,7 +93,7 @@ def erf(x):
 
 # -- the directional-derivative check -----------------------------------------------------------------------
 def _check(net, shapes, forward64, rng, inputs=None, params=None, eps=1e-5, tol=1e-4):
-    exe = mxcc.compile(net, shapes, train=True, optimizer=_SGD0(), inputs_need_grad=True)
+    exe = mxcc.compile(net, shapes, train=True, optimizer=SGD0(), inputs_need_grad=True)
     given = params or {}
     params = {k: given[k] if k in given else
               (np.abs(rng.standard_normal(s)) + 0.5 if k.endswith("var") else rng.standard_normal(s) * 0.5)
@@ -207,7 +196,7 @@ def test_batch_norm_training(rng):
 
 def test_batch_norm_moving_statistics_update_in_backward(rng):
     net = sym.BatchNorm(sym.var("data"), fix_gamma=False, momentum=0.8, name="bn")
-    exe = mxcc.compile(net, {"data": (5, 3, 4)}, train=True, optimizer=_SGD0())
+    exe = mxcc.compile(net, {"data": (5, 3, 4)}, train=True, optimizer=SGD0())
     mm, mv = rng.standard_normal(3).astype(np.float32), (np.abs(rng.standard_normal(3)) + 0.5).astype(np.float32)
     exe.set_params({"bn_gamma": np.ones(3, np.float32), "bn_beta": np.zeros(3, np.float32),
                     "aux:bn_moving_mean": mm, "aux:bn_moving_var": mv})
@@ -282,7 +271,7 @@ def test_dropout_masks(rng):
     """MXNet's masks cannot be reproduced (its global RNG): check what a correct dropout must satisfy."""
     p = 0.3
     net = sym.Dropout(sym.var("data"), p=p, name="drop") * 1.0
-    exe = mxcc.compile(net, {"data": (64, 500)}, train=True, optimizer=_SGD0(), inputs_need_grad=True)
+    exe = mxcc.compile(net, {"data": (64, 500)}, train=True, optimizer=SGD0(), inputs_need_grad=True)
     exe.set_params({})
     x = rng.standard_normal((64, 500)).astype(np.float32) + 3.0          # no zeros: out/x recovers the mask
     exe.set_seed(7)
@@ -310,7 +299,7 @@ def test_dropout_masks(rng):
 def test_dropout_shared_axes_and_two_layers(rng):
     x = sym.var("data")
     net = sym.Group([sym.Dropout(x, p=0.5, axes=(2, 3), name="d1"), sym.Dropout(x, p=0.5, name="d2")])
-    exe = mxcc.compile(net, {"data": (4, 6, 5, 5)}, train=True, optimizer=_SGD0())
+    exe = mxcc.compile(net, {"data": (4, 6, 5, 5)}, train=True, optimizer=SGD0())
     exe.set_params({})
     data = np.ones((4, 6, 5, 5), np.float32)
     y1, y2 = (o.copy() for o in exe.forward(is_train=True, data=data))
@@ -321,7 +310,7 @@ def test_dropout_shared_axes_and_two_layers(rng):
 
 def test_rrelu_training_slopes(rng):
     net = sym.LeakyReLU(sym.var("data"), act_type="rrelu", lower_bound=0.1, upper_bound=0.3, name="rr")
-    exe = mxcc.compile(net, {"data": (8, 300)}, train=True, optimizer=_SGD0(), inputs_need_grad=True)
+    exe = mxcc.compile(net, {"data": (8, 300)}, train=True, optimizer=SGD0(), inputs_need_grad=True)
     exe.set_params({})
     x = rng.standard_normal((8, 300)).astype(np.float32)
     y = exe.forward(is_train=True, data=x)[0].copy()
@@ -346,7 +335,7 @@ def test_inference_forward_of_a_training_build(rng):
                                      fix_gamma=False, name="bn"), act_type="relu")
     net = sym.FullyConnected(sym.Dropout(sym.Flatten(h), p=0.5, name="drop"), num_hidden=3, name="fc")
     shapes = {"data": (4, 2, 6, 6)}
-    exe = mxcc.compile(net, shapes, train=True, optimizer=_SGD0())
+    exe = mxcc.compile(net, shapes, train=True, optimizer=SGD0())
     params = {k: (np.abs(rng.standard_normal(s)) + 0.5 if k.endswith("var") else rng.standard_normal(s) * 0.5)
               .astype(np.float32) for k, s in exe.param_shapes.items()}
     exe.set_params({("aux:" + k if "moving" in k else k): v for k, v in params.items()})
@@ -371,7 +360,7 @@ def test_inference_forward_of_a_training_build(rng):
     exe.forward(is_train=True, data=data)
     exe.forward(is_train=False, data=data)         # the last forward is the inference one: its gradient
     exe.backward(head)
-    ref_exe = mxcc.compile(net, shapes, train=True, is_train=False, optimizer=_SGD0())
+    ref_exe = mxcc.compile(net, shapes, train=True, is_train=False, optimizer=SGD0())
     ref_exe.set_params({**exe.arg_dict, **{"aux:" + k: v for k, v in exe.aux_dict.items()}}, allow_extra=True)
     ref_exe.forward(data=data)
     ref_exe.backward(head)

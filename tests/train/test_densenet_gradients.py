@@ -30,22 +30,12 @@ from numpy.lib.stride_tricks import sliding_window_view
 import mxcc
 from mxcc.params import load_params
 from mxcc.symbol import load_json
-from mxcc_testing import DATA, needs_gcc, rel_err
+from mxcc_testing import DATA, SGD0, needs_gcc, rel_err
 
 pytestmark = needs_gcc
 
 NAME = "densenet121_slim"
 D = DATA / "models" / NAME
-
-
-class _SGD0:
-    kind, state_names = "sgd", ()
-
-    def step_hyper(self, t):
-        return {"lr": 0.0, "rescale_grad": 1.0, "clip_gradient": -1.0}
-
-    def multipliers(self, graph, names):
-        return {}, {}
 
 
 # ---- float64 numpy forward (inference) and backward of the ops of the model zoo's DenseNet ----
@@ -189,7 +179,7 @@ def run():
     relus = [n["name"] for n in js["nodes"] if n["op"] == "Activation"]
     probe = dict(js, heads=js["heads"] + [n["inputs"][0] for n in js["nodes"] if n["op"] == "Activation"])
     exe = mxcc.compile(load_json(json.dumps(probe)), {"data": ref["input"].shape},
-                       D / f"{NAME}-0000.params", train=True, optimizer=_SGD0(), inputs_need_grad=True,
+                       D / f"{NAME}-0000.params", train=True, optimizer=SGD0(), inputs_need_grad=True,
                        is_train=False)
     outs = [o.copy() for o in exe.forward(is_train=True, data=ref["input"])]
     exe.backward([ref["head_grad"]] + [np.zeros_like(o) for o in outs[1:]])

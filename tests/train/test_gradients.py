@@ -27,24 +27,13 @@ from mxcc import sym
 from mxcc.graph import load_json
 from mxcc.graph.ir import Graph
 from mxcc.ops import REGISTRY
-from mxcc_testing import DATA, compile_for_gradients, needs_gcc, rel_err
+from mxcc_testing import DATA, SGD0, compile_for_gradients, needs_gcc, rel_err
 
 pytestmark = needs_gcc
 
 MANIFEST = json.loads((DATA / "ops" / "manifest.json").read_text())["cases"]
 DATA_INPUTS = {"data", "a", "b", "c", "label"}
 GROUP_SIZE = 24          # cases per compiled graph
-
-
-class _SGD0:
-    """The update is not under test here: a zero learning rate leaves the weights alone."""
-    kind, state_names = "sgd", ()
-
-    def step_hyper(self, t):
-        return {"lr": 0.0, "rescale_grad": 1.0, "clip_gradient": -1.0}
-
-    def multipliers(self, graph, names):
-        return {}, {}
 
 
 def _grad_cases():
@@ -107,7 +96,7 @@ def _run_group(names: list[str]) -> dict:
         params.update({"aux:" + pre + k[4:]: a[k] for k in a.files if k.startswith("aux:")})
         if not case["loss_op"]:
             heads += [a[k] for k in sorted(k for k in a.files if k.startswith("head_grad:"))]
-    exe = compile_for_gradients(_merged(names), shapes, params or None, optimizer=_SGD0(), grad_req=grad_req, name="ops")
+    exe = compile_for_gradients(_merged(names), shapes, params or None, optimizer=SGD0(), grad_req=grad_req, name="ops")
     mode = MANIFEST[names[0]]["is_train"]
     results = {}
     for is_train in (mode, not mode):
@@ -172,7 +161,7 @@ def test_op_case_gradients_match_mxnet(name, is_train):
 
 def _directional_check(net, shapes, forward64, rng, eps=1e-3, tol=2e-3):
     """Compiled gradient vs a central difference of the float64 numpy forward along a random direction."""
-    exe = mxcc.compile(net, shapes, train=True, optimizer=_SGD0(), inputs_need_grad=True)
+    exe = mxcc.compile(net, shapes, train=True, optimizer=SGD0(), inputs_need_grad=True)
     params = {k: rng.standard_normal(s).astype(np.float32) * 0.5 for k, s in exe.param_shapes.items()}
     exe.set_params(params)
     inputs = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}

@@ -16,26 +16,16 @@ So: 5e-3 below the flip, 1e-4 above it (stage4 and the dense layer), 1e-5 for th
 import numpy as np
 import pytest
 
-from mxcc_testing import DATA, compile_for_gradients, needs_gcc, rel_err
+from mxcc_testing import DATA, SGD0, compile_for_gradients, needs_gcc, rel_err
 
 pytestmark = needs_gcc
-
-
-class _SGD0:
-    kind, state_names = "sgd", ()
-
-    def step_hyper(self, t):
-        return {"lr": 0.0, "rescale_grad": 1.0, "clip_gradient": -1.0}
-
-    def multipliers(self, graph, names):
-        return {}, {}
 
 
 def _run(name: str, mode: str):
     d = DATA / "models" / name
     ref = np.load(d / f"{name}-grad-{mode}.npz")
     exe = compile_for_gradients(d / f"{name}-symbol.json", {"data": ref["input"].shape}, d / f"{name}-0000.params",
-                                optimizer=_SGD0(), grad_req="write")
+                                optimizer=SGD0(), grad_req="write")
     out = exe.forward(is_train=mode == "train", data=ref["input"])[0].copy()
     exe.backward([ref["head_grad"]])
     return exe, ref, out
