@@ -50,7 +50,8 @@ def _odd_net():
                      name="avgpool")
     p2 = sym.Pooling(data=a, kernel=(2, 2), stride=(2, 2), pool_type="max", pooling_convention="full",
                      name="maxpool")
-    s = sym.elemwise_add(p1, sym.Activation(data=p2, act_type="tanh", name="tanh"), name="add")
+    s = sym.elemwise_add(p1, sym.clip(sym.Activation(data=p2, act_type="tanh", name="tanh"), a_min=-0.5, a_max=0.6,
+                                      name="relu6ish"), name="add")
     cat = sym.Concat(s, sym.Dropout(data=s, p=0.3, name="drop"), dim=1, num_args=2, name="cat")
     r = sym.Reshape(data=cat, shape=(0, 16, -1), name="reshape")
     fc = sym.FullyConnected(data=r, num_hidden=5, flatten=False, name="fc3d")
