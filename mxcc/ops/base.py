@@ -48,6 +48,11 @@ class Fusion(enum.Enum):
 
 
 @dataclass(frozen=True)
+class NoAttrs:
+    """The attributes of an operator that takes none."""
+
+
+@dataclass(frozen=True)
 class EpilogueStep:
     """One step of a GEMM epilogue (runtime_c/gemm/mxcc_gemm.h): an activation/clip, or a residual add
     (`residual=True`: the op's other input is added to the tile before any activation)."""

@@ -16,12 +16,8 @@ from math import prod
 
 from mxcc.ops import register
 from mxcc.ops._util import broadcast_shape, broadcast_strides, elementwise_loop, reduce_to_vars
-from mxcc.ops.base import Fusion, OpDef, elementwise_flops
+from mxcc.ops.base import Fusion, NoAttrs, OpDef, elementwise_flops
 
-
-@dataclass(frozen=True)
-class NoAttrs:
-    pass
 
 
 # name -> (aliases, C expression of a and b)

@@ -19,7 +19,7 @@ from typing import Literal
 
 from mxcc.ops import register
 from mxcc.ops._util import index_expr, loops_vars, merge_loops, rng_stream, strides
-from mxcc.ops.base import Fusion, OpDef, c_float, elementwise_flops
+from mxcc.ops.base import Fusion, NoAttrs, OpDef, c_float, elementwise_flops
 
 
 @dataclass(frozen=True)
@@ -77,10 +77,6 @@ TRAIN_DROPOUT = register(OpDef(
     name="_train_Dropout", attrs=DropoutAttrs, inputs=lambda a: ("data",), infer=_infer,
     output_names=lambda a: ("output", "mask"), fusion=Fusion.OPAQUE, lower=_train_lower, random=True,
     flops=lambda a, ins, outs: 2 * prod(outs[0].shape), grad=_train_grad, doc=__doc__))
-
-@dataclass(frozen=True)
-class NoAttrs:
-    pass
 
 
 def _bwd_infer(a, s):

@@ -11,12 +11,8 @@ from dataclasses import dataclass
 from math import prod
 
 from mxcc.ops import register
-from mxcc.ops.base import EpilogueStep, Fusion, OpDef, c_float, check_arity, elementwise_flops
+from mxcc.ops.base import EpilogueStep, Fusion, NoAttrs, OpDef, c_float, check_arity, elementwise_flops
 
-
-@dataclass(frozen=True)
-class NoAttrs:
-    pass
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from mxcc.ops import register
-from mxcc.ops.base import Fusion, OpDef
+from mxcc.ops.base import Fusion, NoAttrs, OpDef
 
 DTYPES = Literal["float32", "float64", "float16", "bfloat16", "uint8", "int8", "int32", "int64", "bool"]
 
@@ -38,10 +38,6 @@ class InitAttrs:
         if any(d < 0 for d in self.shape):
             raise ValueError(f"shape {self.shape} has a negative dimension")
 
-
-@dataclass(frozen=True)
-class NoAttrs:
-    pass
 
 
 def _fill_infer(value: float):

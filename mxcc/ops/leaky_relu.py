@@ -22,7 +22,7 @@ from typing import Literal
 
 from mxcc.ops import register
 from mxcc.ops._util import broadcast_strides, elementwise_loop, loops_vars, reduce_to_vars, rng_stream, strides
-from mxcc.ops.base import EpilogueStep, Fusion, OpDef, c_float, elementwise_flops
+from mxcc.ops.base import EpilogueStep, Fusion, NoAttrs, OpDef, c_float, elementwise_flops
 
 
 @dataclass(frozen=True)
@@ -163,10 +163,6 @@ TRAIN_LEAKY_RELU = register(OpDef(
     grad=lambda a, g: {"data": g.emit("_backward_rrelu", [g.ograd(), g.input("data"), g.output(1)])[0]},
     doc=__doc__))
 
-
-@dataclass(frozen=True)
-class NoAttrs:
-    pass
 
 
 RRELU_BACKWARD = register(OpDef(

@@ -15,7 +15,7 @@ from math import prod
 from typing import Literal
 
 from mxcc.ops import register
-from mxcc.ops.base import Fusion, OpDef, c_float, elementwise_flops
+from mxcc.ops.base import Fusion, NoAttrs, OpDef, c_float, elementwise_flops
 
 
 @dataclass(frozen=True)
@@ -29,10 +29,6 @@ class MakeLossAttrs:
     valid_thresh: float = 0.0
     normalization: Literal["null", "batch", "valid"] = "null"
 
-
-@dataclass(frozen=True)
-class NoAttrs:
-    pass
 
 
 def _regression_infer(a, s):

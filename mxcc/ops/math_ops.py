@@ -29,12 +29,8 @@ import numpy as np
 from mxcc.ops import register
 from mxcc.ops._util import (PARALLEL_MIN_ELEMENTS, broadcast_shape, broadcast_strides, elementwise_loop,
                             reduce_to_vars, strides)
-from mxcc.ops.base import Fusion, OpDef, c_float, elementwise_flops
+from mxcc.ops.base import Fusion, NoAttrs, OpDef, c_float, elementwise_flops
 
-
-@dataclass(frozen=True)
-class NoAttrs:
-    pass
 
 
 @dataclass(frozen=True)

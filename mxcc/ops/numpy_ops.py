@@ -38,7 +38,7 @@ from mxcc.ops import (activation, batch_norm, broadcast, concat, convolution, de
                       elemwise, embedding, fully_connected, index_ops, init_ops, leaky_relu, math_ops, norm_ops,
                       ordering_ops, pooling, reduce, reshape, rnn, shape_ops, softmax, tile_ops)
 from mxcc.ops._util import norm_axis
-from mxcc.ops.base import Fusion, OpDef, c_float, check_arity
+from mxcc.ops.base import Fusion, NoAttrs, OpDef, c_float, check_arity
 
 # -- aliases: MXNet registers these names for the same operator (nnvm's add_alias) -----------------------------
 ALIASES = {
@@ -466,10 +466,6 @@ NP_FULL_LIKE = register(OpDef(
 
 
 # -- dot, matmul -------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class NoAttrs:
-    pass
-
 
 _DOT = dot.DotAttrs()
 

@@ -8,12 +8,8 @@ from dataclasses import dataclass
 from math import prod
 
 from mxcc.ops import register
-from mxcc.ops.base import Fusion, OpDef
+from mxcc.ops.base import Fusion, NoAttrs, OpDef
 
-
-@dataclass(frozen=True)
-class NoAttrs:
-    pass
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Optional
 
 from mxcc.ops import register
 from mxcc.ops._util import elementwise_loop, norm_axis, strides
-from mxcc.ops.base import Fusion, OpDef
+from mxcc.ops.base import Fusion, NoAttrs, OpDef
 from mxcc.ops.reshape import view_grad
 
 # ----------------------------------------------------------------------------------------------- Reshape
@@ -178,10 +178,6 @@ SQUEEZE = register(OpDef(
 
 # ---------------------------------------------------------------------------------- identity, BlockGrad
 
-
-@dataclass(frozen=True)
-class NoAttrs:
-    pass
 
 
 def _same(a, s):
