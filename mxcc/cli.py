@@ -1,7 +1,7 @@
 """The `mxcc` command line: argparse only. Errors print as one line and exit 2 (traceback with --debug).
 
-    mxcc compile NET.json --shape data=1,784 [--params FILE] [-o DIR] [--name NAME] [--no-fuse] [--no-plan]
-                 [--no-fold] [--no-schedule]
+    mxcc compile NET.json --shape data=1,784 [--params FILE] [-o DIR] [--name NAME] [--dynamic-batch]
+                 [--no-fuse] [--no-plan] [--no-fold] [--no-schedule]
     mxcc inspect NET.json --shape data=1,784 [--no-fuse] [--no-plan] [--no-fold] [--no-schedule] [--json]
     mxcc run DIR --input data=x.npy [--input ...] [--output out.npz]
     mxcc perf DIR [--iters N | --seconds S] [--threads T] [--call-graph fp|dwarf] [-o OUT] [--stat] [--py]
@@ -32,9 +32,6 @@ def _shape(text: str, dynamic: bool = False) -> tuple[str, tuple]:
     maximum, kept as the string '?MAX' (passes/infer_batch.py: split_batch_marks reads it)."""
     name, sep, dims = text.partition("=")
     marks = [d for d in dims.split(",") if d.strip().startswith("?")]
-    if marks and not dynamic:
-        raise argparse.ArgumentTypeError(f"{text!r}: compile takes fixed shapes (a dynamic batch ?MAX is not "
-                                         "compiled yet; `mxcc inspect` shows the shapes with it)")
     try:
         if not sep or not name or len(marks) > 1:
             raise ValueError
@@ -66,11 +63,14 @@ def _parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compile", help="compile a symbol JSON to C, a Python module and a benchmark")
     c.add_argument("net", help="MXNet *-symbol.json")
-    c.add_argument("--shape", action="append", type=_shape, required=True, metavar="NAME=D1,D2,...",
+    c.add_argument("--shape", action="append", type=_dynamic_shape, required=True, metavar="NAME=D1,D2,...",
                    help="shape of an input (repeat for several inputs)")
     c.add_argument("--params", help="MXNet .params (or .npz) with the weights")
     c.add_argument("-o", "--out", help="output directory (default: build/<name>)")
     c.add_argument("--name", help="network name used in C symbols (default: from the file name)")
+    c.add_argument("--dynamic-batch", action="store_true",
+                   help="the leading dimension of each --shape is the maximum batch: a call runs any batch up to "
+                        "it (or mark the batch dimension: --shape data=?64,3,224,224)")
     c.add_argument("--no-fuse", action="store_true", help="one kernel per node")
     c.add_argument("--no-plan", action="store_true", help="one arena range per intermediate (no reuse)")
     c.add_argument("--no-fold", action="store_true",
@@ -142,11 +142,12 @@ def _compile(args) -> int:
     if args.random_params:
         if params:
             raise MxccError("--params and --random-params exclude each other")
-        arg, aux = init_params(mxcc.sym.load(args.net), shapes, Xavier(), seed=0)
+        concrete = split_batch_marks(shapes)[0]
+        arg, aux = init_params(mxcc.sym.load(args.net), concrete, Xavier(), seed=0)
         params = {**arg, **{f"aux:{k}": v for k, v in aux.items()}}
     train = {}
     if args.train:
-        batch = next(iter(shapes.values()))[0]
+        batch = next(iter(split_batch_marks(shapes)[0].values()))[0]
         kw = dict(learning_rate=args.lr, wd=args.wd, rescale_grad=1.0 / batch)
         if args.momentum:
             if args.optimizer != "sgd":
@@ -154,6 +155,8 @@ def _compile(args) -> int:
             kw["momentum"] = args.momentum
         opt = optimizer.create(args.optimizer, **kw)
         train = dict(train=True, optimizer=opt)
+    if args.dynamic_batch:
+        train["dynamic_batch"] = True
     mod = mxcc.compile(args.net, shapes, params, out_dir=out, name=name, fuse=not args.no_fuse,
                        plan=not args.no_plan, fold=not args.no_fold, schedule=not args.no_schedule, isa=args.isa, profile=not args.no_profile, **train)
     dt = time.perf_counter() - t
@@ -163,6 +166,8 @@ def _compile(args) -> int:
         for stage, seconds in mod.timings:
             print(f"  {stage:{width}s}  {seconds * 1e3:8.1f} ms")
         print(f"  {'total':{width}s}  {sum(s for _, s in mod.timings) * 1e3:8.1f} ms")
+    if mod.max_batch:
+        print(f"  batch  : dynamic, 1..{mod.max_batch} (the shapes below are at the maximum)")
     print(f"  inputs : {', '.join(f'{k}{v}' for k, v in mod.input_shapes.items())}")
     print(f"  outputs: {', '.join(f'{k}{v}' for k, v in mod.output_shapes.items())}")
     print(f"  python : mxcc.load({out!r}).forward(...)    bench: {out}/{mod.meta['bench']} --iters 1000")

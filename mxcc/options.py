@@ -23,6 +23,8 @@ class CompileOptions:
     opt_level: str = "-O3"
     cc: str = "gcc"
     sanitize: bool = False        # -fsanitize=address,undefined (tests)
+    dynamic_batch: bool = False   # --dynamic-batch: the batch of each input (its leading dimension, or the one
+                                  # marked '?') is a maximum; a call runs any batch 1..it (passes/infer_batch.py)
     poison: bool = False          # tests (MXCC_POISON=1): before each call the arena, the kernels' scratch,
                                   # outputs and gradients are filled with NaN, and each kernel's outputs again
                                   # just before it runs, so a read of memory nothing wrote shows up as NaN

@@ -52,6 +52,8 @@ typedef struct mxcc_ctx {
     void *host;               /* what the C API (runtime_c/capi/api.c) keeps for this context: its params, inputs and
                                * outputs; NULL until it is used. mxcc_ctx_free calls host_free(host). */
     void (*host_free)(void *host);
+    long batch;               /* a dynamic-batch network's batch for the next calls (<net>_set_batch); kernels read it
+                               * as N. Unused by networks compiled for one batch. */
 } mxcc_ctx;
 
 /* What a generated network says about each host-bound tensor (for the standalone executables). */
@@ -62,6 +64,8 @@ typedef struct mxcc_slot_info {
     long long shape[8];
     size_t size;              /* elements */
     int optional;             /* an input the inference forward does not read (a loss head's label) */
+    int batch_axis;           /* a dynamic batch (mxcc_net.max_batch > 0): shape[batch_axis] is batch_factor * the  */
+    int batch_factor;         /* maximum, batch_factor * N at batch N; batch_factor 0: the same shape at every batch */
 } mxcc_slot_info;
 
 /* A generated network, as one value: its tables and entry points (`const mxcc_net <net>_net`, in <net>.c).
@@ -74,6 +78,8 @@ typedef struct mxcc_net {
     int num_names;                          /* kernels, one per parameter update, inference-mode kernels */
     const char *const *node_names;          /* kernel index -> its fused group's name (profiler) */
     size_t arena_bytes;
+    long max_batch;                         /* a dynamic batch's maximum; 0: compiled for one batch */
+    int (*set_batch)(mxcc_ctx *ctx, long n);
     mxcc_ctx *(*ctx_create)(char *err, size_t errlen);
     mxcc_ctx *(*ctx_create_shared)(const mxcc_ctx *base, char *err, size_t errlen);
     int (*ctx_reserve_threads)(mxcc_ctx *ctx, int threads);

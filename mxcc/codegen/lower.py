@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mxcc.codegen.batchvar import Extent, at_max
 from mxcc.codegen.cnames import c_ident, unique_idents
 from mxcc.graph.ir import FusedGroup, Ref
 from mxcc.ops.base import EpilogueStep, Fusion, c_float
@@ -20,6 +21,7 @@ from mxcc.plan import Location, Plan
 from mxcc.types import TensorType
 
 if TYPE_CHECKING:
+    from mxcc.passes.infer_batch import BatchShapes
     from mxcc.train.optimizer import UpdateDef
 
 PARALLEL_MIN_ELEMENTS = 1 << 15   # below this an OpenMP fork costs more than the loop
@@ -158,9 +160,10 @@ def _location_expr(loc: Location, writable: bool, slot_names: dict[int, str]) ->
     return f"{cast}(ctx->arena + {loc.offset})", f"arena + {loc.offset}"
 
 
-def lower(plan: Plan, net: str) -> list[KernelCall]:
-    """The forward's (and backward's) kernels, one per group of `plan.graph.groups`."""
-    return _lower_all(plan, net)[0]
+def lower(plan: Plan, net: str, batch: "BatchShapes | None" = None) -> list[KernelCall]:
+    """The forward's (and backward's) kernels, one per group of `plan.graph.groups`. `batch`: a dynamic batch
+    (passes/infer_batch.py): the dimensions that hold it are `Extent`s of the kernels' `N` (batchvar.py)."""
+    return _lower_all(plan, net, batch)[0]
 
 
 def lower_folded(plan: Plan, net: str) -> list[KernelCall]:
@@ -169,7 +172,29 @@ def lower_folded(plan: Plan, net: str) -> list[KernelCall]:
     return _lower_all(plan, net)[1]
 
 
-def _lower_all(plan: Plan, net: str) -> tuple[list[KernelCall], list[KernelCall]]:
+def symbolic_plan(plan: Plan, batch: "BatchShapes") -> Plan:
+    """`plan` with the batch dimension of every value an Extent of N (types only: the arena, the slots' byte
+    sizes and the workspaces stay those of the maximum)."""
+    g = plan.graph
+    nodes = list(g.nodes)
+    for node in g.nodes:
+        if node.out_types is None:
+            continue
+        if any(batch.of(Ref(node.id, i)) for i in range(len(node.out_types))):
+            nodes[node.id] = replace(node, out_types=tuple(_symbolic_type(t, batch.of(Ref(node.id, i)), batch.maximum)
+                                                           for i, t in enumerate(node.out_types)))
+    return replace(plan, graph=replace(g, nodes=tuple(nodes)))
+
+
+def _symbolic_type(t: TensorType, b, maximum: int) -> TensorType:
+    if b is None:
+        return t
+    return replace(t, shape=tuple(Extent(b.factor, 0, maximum) if i == b.axis else d for i, d in enumerate(t.shape)))
+
+
+def _lower_all(plan: Plan, net: str, batch=None) -> tuple[list[KernelCall], list[KernelCall]]:
+    if batch is not None:
+        plan = symbolic_plan(plan, batch)
     g = plan.graph
     slot_names = {s.index: f"{s.kind} {s.name!r}" for s in plan.slots}
     groups = list(g.groups) + list(plan.folded)
@@ -222,7 +247,8 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int, d
     members = [g.nodes[m] for m in grp.members]
     anchor = members[0]
     op = anchor.opdef
-    flops = sum(m.opdef.flops(m.params, [g.type_of(r) for r in m.inputs], m.out_types) for m in members)
+    # at a dynamic batch: the FLOPs of the largest (module.json, the profiler's table scale them per call)
+    flops = at_max(sum(m.opdef.flops(m.params, [g.type_of(r) for r in m.inputs], m.out_types) for m in members))
     outs = [replace(_buffer(plan, r, "out" if len(grp.outputs) == 1 else f"out{j}", True, slot_names), fresh=True)
             for j, r in enumerate(grp.outputs)]
     common = dict(fn=fn, group=grp.name, sources=tuple(m.name for m in members),

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import jinja2
 
 from mxcc._version import __version__
+from mxcc.codegen.batchvar import Extent, c_and, c_text, is_cond, uses_batch
 from mxcc.codegen.cnames import c_string, unique_idents
 from mxcc.codegen.lower import KernelCall, derived_bytes
 from mxcc.plan import Plan
@@ -38,9 +39,14 @@ MAX_PARTS = 4
 
 @functools.lru_cache(maxsize=None)
 def environment(template_dir: str) -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(template_dir), undefined=jinja2.StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-                              autoescape=False)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(template_dir), undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                             autoescape=False)
+    # a dynamic batch's run-time conditions (codegen/batchvar.py): `{% if x is cond %}`, `c_and(parallel, ...)`
+    env.tests["cond"] = is_cond
+    env.globals["c_and"] = c_and
+    env.filters["c"] = c_text
+    return env
 
 
 def _expects(env: jinja2.Environment, name: str) -> set[str]:
@@ -56,7 +62,11 @@ def _render_kernel(env, call: KernelCall, linkage: str = "static MXCC_NOINLINE")
     got = set(call.vars)
     if want != got:
         raise KeyError(f"template {call.template}: missing {sorted(want - got)}, unexpected {sorted(got - want)}")
-    return env.get_template(call.template).render(call=call, v=call.vars, linkage=linkage)
+    text = env.get_template(call.template).render(call=call, v=call.vars, linkage=linkage)
+    if uses_batch(text):        # a dynamic batch: the kernel's extents are C expressions of the call's N
+        head = f"void {call.fn}(mxcc_ctx *ctx)\n{{\n"
+        text = text.replace(head, head + "    const long N = ctx->batch;   /* this call's batch, 1..max */\n", 1)
+    return c_text(text)
 
 
 def _part_count(kernels: int) -> int:
@@ -84,7 +94,8 @@ def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, 
            options: str, profile: bool = True, updates: list | None = None, train_program: dict | None = None,
            optimizer: str = "", hyper_layout: tuple[str, ...] = (), infer_calls: list | None = None,
            infer_backward: list | None = None, train_arena_bytes: int | None = None, random: bool = False,
-           poison: bool = False, folded: list | None = None, folded_bytes: int = 0) -> CSource:
+           poison: bool = False, folded: list | None = None, folded_bytes: int = 0,
+           max_batch: int = 0, slot_batch: dict | None = None) -> CSource:
     """`infer_calls`, `infer_backward`: a training build's inference forward (`<net>_forward_infer`) and its
     backward (`<net>_backward_infer`), numbered after the updates, in the arena after the training plan's
     `train_arena_bytes`; None when the forward does not depend on the mode. `poison`: the entry points
@@ -93,15 +104,21 @@ def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, 
     of folded constants (lower_folded; of the inference variant too), run first by `<net>_prepare`, writing
     `folded_bytes` of ctx->derived; they are not in the kernel table (the forward never runs them).
     `optimizer`, `hyper_layout`: a training build's update kind and the names of ctx->hyper's floats, in order
-    (its UpdateDef's hyper)."""
+    (its UpdateDef's hyper). `max_batch`: a dynamic batch's maximum (0: the batch is fixed); the kernels were
+    lowered with it symbolic, and `slot_batch` gives each host slot that holds it its BatchAxis."""
     env = environment(template_dir)
     folded = folded or []
     every = calls + (infer_calls or []) + (infer_backward or [])
     train_arena = plan.arena_bytes if train_arena_bytes is None else train_arena_bytes
     infer_base = (train_arena + 63) // 64 * 64
     slot_dicts = [dict(index=s.index, name=s.name, cname=c_string(s.name), kind=s.kind, shape=s.shape,
-                       size=_size(s.shape), ident=ident, optional=s.optional)
+                       size=_size(s.shape), ident=ident, optional=s.optional,
+                       batch=(slot_batch or {}).get(s.index))
                   for s, ident in zip(plan.slots, unique_idents([f"{s.kind}_{s.name}" for s in plan.slots]))]
+    for sd in slot_dicts:       # the bytes a call writes: at a dynamic batch, a C expression of N
+        b = sd["batch"]
+        sd["nbytes"] = sd["size"] * 4 if b is None else \
+            (sd["size"] // (b.factor * max_batch)) * 4 * Extent(b.factor, 0, max_batch)
     fresh = {s["name"]: s for s in slot_dicts if s["kind"] == "grad_fresh"}
     # the kernels' text; many kernels: in parts compiled separately (so not static)
     bodies = every + folded
@@ -138,10 +155,12 @@ def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, 
         slots=slot_dicts,
         arena_bytes=plan.arena_bytes, lower_bound_bytes=plan.lower_bound_bytes,
         num_nodes=sum(1 for n in plan.graph.nodes if not n.is_variable),
+        max_batch=max_batch,
         node_names=[c_string(c.group) for c in calls] + [c_string(f"update:{u.param}") for u in updates or []]
         + [c_string(c.group) for c in (infer_calls or []) + (infer_backward or [])],
     )
-    return CSource(parts=parts, c=env.get_template("net.c.j2").render(**ctx), h=env.get_template("net.h.j2").render(**ctx),
+    return CSource(parts=parts, c=c_text(env.get_template("net.c.j2").render(**ctx)),
+                   h=env.get_template("net.h.j2").render(**ctx),
                    cdef=env.get_template("cdef.h.j2").render(**ctx),
                    bench=env.get_template("bench.c.j2").render(**ctx),
                    train=env.get_template("train.c.j2").render(**ctx, **train_program)

@@ -25,7 +25,8 @@ from mxcc.graph import Graph, Ref, load_json
 from mxcc.options import CompileOptions
 from mxcc.params import load_params, save_params
 from mxcc.passes import bind, dce, infer_shapes, mode_dependent, run_pipeline, trainable
-from mxcc.passes.infer_batch import BatchShapes, infer_batch
+from mxcc.codegen.batchvar import at_max
+from mxcc.passes.infer_batch import BatchShapes, infer_batch, split_batch_marks
 from mxcc.plan import Location, Plan
 from mxcc.runtime.executor import Executor
 from mxcc.runtime.module import Module
@@ -68,6 +69,16 @@ def _check_shapes(shapes) -> dict[str, tuple]:
         except (TypeError, ValueError):
             raise ShapeError(f"shape for {k!r} must be a tuple of ints, got {v!r}", input=k) from None
     return out
+
+
+def _dynamic_batch(plan: Plan, shapes: dict, batch_axes: dict) -> BatchShapes:
+    """The batch dependence of the plan's values (passes/infer_batch.py), for the inputs the plan has."""
+    present = {s.name for s in plan.slots if s.kind == "input"}
+    axes = {k: v for k, v in batch_axes.items() if k in present}
+    if not axes:
+        raise ShapeError(f"dynamic_batch: none of the inputs given ({name_list(batch_axes)}) is an input of the "
+                         f"network (its inputs: {name_list(sorted(present))})")
+    return infer_batch(plan.graph, {k: v for k, v in _check_shapes(shapes).items() if k in present}, axes)
 
 
 def plan_network(net, shapes: dict, opts: CompileOptions, log=None, *, wrt=None, state_names: tuple[str, ...] = (),
@@ -146,7 +157,7 @@ def plan_to_json(plan: Plan, calls, folded_calls=(), batch: BatchShapes | None =
                              inplace_of=reuses.get(name), **_batch_field(batch, r)))
         groups.append(dict(
             name=grp.name, function=call.fn, members=[m.name for m in members], ops=[m.op for m in members],
-            inputs=[dict(name=b.cname, shape=list(b.type.shape), where=b.where) for b in call.buffers
+            inputs=[dict(name=b.cname, shape=[at_max(d) for d in b.type.shape], where=b.where) for b in call.buffers
                     if not b.writable],
             outputs=outs, flops=call.flops, workspace=_workspace_json(plan, members[0]),
             nodes=[dict(name=m.name, op=m.op, inputs=[list(g.type_of(r).shape) for r in m.inputs],
@@ -359,7 +370,7 @@ def _module_meta(name: str, source: str, opts: CompileOptions, built, pj: dict, 
                         flops=4 * u.n, inputs=[], outputs=[], bytes=12 * u.n, live=[], phase="update")
                    for u in updates or []]
                 + (infer.kernels if infer else []),
-                train=opts.train)
+                train=opts.train, batch=pj.get("batch"))
 
 
 def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = None, threads: int | None = None,
@@ -379,7 +390,12 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
     backward() differentiates the function the last forward computed, as MXNet's does. The option
     is_train=False compiles the inference function only (both forwards then compute it).
     """
+    shapes, batch_axes, _ = split_batch_marks(dict(shapes)) if isinstance(shapes, dict) else (shapes, {}, None)
+    if batch_axes:                      # a '?64' dimension: the batch, dynamic
+        options["dynamic_batch"] = True
     opts = CompileOptions.from_env(**options)
+    if opts.dynamic_batch and not batch_axes:       # the leading dimension of every input given
+        batch_axes = {k: 0 for k in _check_shapes(shapes)}
     if opts.sanitize and out_dir is None:
         raise TypeError("sanitize=True builds executables to run outside Python: give out_dir=")
     timings: list[tuple[str, float]] = []
@@ -401,7 +417,8 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
                            log=lambda pass_name, seconds, nodes: timings.append((f"pass {pass_name}", seconds)))
     clock = time.perf_counter()
     name = c_ident(name) if name else _default_name(source)
-    calls, folded = lower(plan, name), lower_folded(plan, name)
+    batch = _dynamic_batch(plan, shapes, batch_axes) if opts.dynamic_batch else None
+    calls, folded = lower(plan, name, batch), lower_folded(plan, name)
     updates = train_program = infer = None
     train_arena = plan.arena_bytes
     if opts.train:
@@ -422,8 +439,11 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
                  infer_backward=infer.backward if infer else None, train_arena_bytes=train_arena,
                  random=any(n.opdef.random for n in plan.graph.nodes if not n.is_variable),
                  folded=folded + (infer.folded if infer else []),
-                 folded_bytes=max(plan.derived_bytes, infer.derived_bytes if infer else 0))
-    pj = plan_to_json(plan, calls, folded)
+                 folded_bytes=max(plan.derived_bytes, infer.derived_bytes if infer else 0),
+                 max_batch=batch.maximum if batch else 0,
+                 slot_batch={i: batch.of(r) for i, r in _slot_refs(plan.graph, plan.slots).items()
+                             if r is not None and batch.of(r)} if batch else None)
+    pj = plan_to_json(plan, calls, folded, batch)
     lap("rendering C")
     built = build(name, src.c, src.h, src.cdef, src.bench, opts, train_src=src.train, parts=src.parts,
                   log=lambda stage, seconds: timings.append((stage, seconds)))

@@ -79,7 +79,7 @@ def _lower(a: BNAttrs, ctx):
         what=f"data viewed as ({outer}, {c}, {inner}), channel axis {ax}, eps {a.eps}"
              f"{', fix_gamma (gamma := 1)' if a.fix_gamma else ''}",
         rows=outer * c, channels=c, inner=inner, eps=c_float(a.eps), fix_gamma=a.fix_gamma,
-        mean_var=a.output_mean_var, parallel=prod(x) >= PARALLEL_MIN_ELEMENTS and outer * c > 1,
+        mean_var=a.output_mean_var, parallel=(prod(x) >= PARALLEL_MIN_ELEMENTS) & (outer * c > 1),
     )
 
 
@@ -108,7 +108,7 @@ def _train_lower(a: BNAttrs, ctx):
         what=f"data viewed as ({outer}, {c}, {inner}), channel axis {a.axis % len(x)}, eps {a.eps}"
              f"{', fix_gamma (gamma := 1)' if a.fix_gamma else ''}; batch statistics over {outer * inner} values",
         outer=outer, channels=c, inner=inner, count=outer * inner, eps=repr(float(a.eps)),
-        fix_gamma=a.fix_gamma, parallel=prod(x) >= PARALLEL_MIN_ELEMENTS and c > 1)
+        fix_gamma=a.fix_gamma, parallel=(prod(x) >= PARALLEL_MIN_ELEMENTS) & (c > 1))
 
 
 def _grad(a: BNAttrs, g, batch_stats: bool):
@@ -162,7 +162,7 @@ def _bwd_lower(a: BNBackwardAttrs, ctx):
         outer=outer, channels=c, inner=inner, count=outer * inner, eps=repr(float(a.eps)), batch_stats=a.batch_stats,
         momentum=c_float(mom), one_minus_momentum=c_float(1.0 - mom), fix_gamma=a.fix_gamma,
         dx=out.get("data_grad"), dgamma=out["gamma_grad"], dbeta=out["beta_grad"],
-        parallel=prod(x) >= PARALLEL_MIN_ELEMENTS and c > 1)
+        parallel=(prod(x) >= PARALLEL_MIN_ELEMENTS) & (c > 1))
 
 
 BATCH_NORM_BACKWARD = register(OpDef(

@@ -29,6 +29,7 @@ from dataclasses import dataclass, fields
 from math import prod
 from typing import Literal, Optional
 
+from mxcc.codegen.batchvar import at_max, cond_of
 from mxcc.ops import register
 from mxcc.ops._pack import conv1x1_weight, conv_direct_weight, gemm_pack_b, winograd_f43_weight
 from mxcc.ops._spatial import LAYOUTS, check_layout, conv_out, dilated, geom, per_image_epilogue, spatial
@@ -183,7 +184,7 @@ def path(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> str:
         if direct and x[1] <= DIRECT_FIRST_MAX_C:
             return "direct"
         if tuple(k) == (3, 3) and tuple(s) == (1, 1) and tuple(a.geometry()[3]) == (1, 1) \
-                and (prod(_out_spatial(a, x)) >= WINOGRAD_MIN_PIXELS or x[0] >= WINOGRAD_MIN_BATCH):
+                and (prod(_out_spatial(a, x)) >= WINOGRAD_MIN_PIXELS or at_max(x[0]) >= WINOGRAD_MIN_BATCH):
             return "winograd"
         if _plain_1x1(k, s, p) and prod(x[2:]) >= POINTWISE_MIN_PIXELS:
             return "pointwise"
@@ -229,7 +230,7 @@ def _lower(a: ConvAttrs, ctx):
         b_grp=cg * hw, y_grp=og * ohw,
         geom=geom(c, x[2:], y[2:], kern, st, p, d) if kind != "gemm" else [],
         **per_image_epilogue(ctx, None if a.no_bias else "bias", o * ohw, ohw),
-        parallel=int(c * k * nb >= PARALLEL_MIN_ELEMENTS if kind == "im2col" else macs >= PARALLEL_MIN_MACS),
+        parallel=cond_of(c * k * nb >= PARALLEL_MIN_ELEMENTS if kind == "im2col" else macs >= PARALLEL_MIN_MACS),
         what=f"{desc}; stride {st} pad {p} dilate {d} groups {g}", o=o, thread_scratch=None, weight="weight", fn="",
     )
 
@@ -257,8 +258,8 @@ def _lower_packed(a: ConvAttrs, ctx, x, y, kind: str):
         path=kind, fn=fn, batch=x[0], groups=1, m=o, n=ohw, nb=ohw, k=k, x_img=c * prod(x[2:]), y_img=o * ohw,
         w_grp=o * k, b_grp=0, y_grp=0, geom=gm, o=o, weight=weight,
         epilogue=ctx.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=True, ld_residual=ohw),
-        ep_per_image=False, parallel=int(x[0] * ohw * k * o >= PARALLEL_MIN_MACS),
-        thread_scratch=f"{fn}_scratch_floats(&{literal}, {x[0]}, {o}, threads)",
+        ep_per_image=False, parallel=cond_of(x[0] * ohw * k * o >= PARALLEL_MIN_MACS),
+        thread_scratch=f"{fn}_scratch_floats(&{literal}, {at_max(x[0])}, {o}, threads)",
         what=f"{what}; stride {st} pad {p} dilate {d}")
 
 
@@ -269,7 +270,7 @@ def _lower_pointwise(a: ConvAttrs, ctx, x, o: int, ohw: int):
         y_img=o * ohw, w_grp=o * c, b_grp=0, y_grp=0, geom=[], o=o,
         weight=ctx.packed_input("weight", conv1x1_weight(o, c)),
         epilogue=ctx.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=True, ld_residual=ohw),
-        ep_per_image=False, parallel=int(x[0] * ohw * c * o >= PARALLEL_MIN_MACS),
+        ep_per_image=False, parallel=cond_of(x[0] * ohw * c * o >= PARALLEL_MIN_MACS),
         thread_scratch=f"mxcc_conv1x1_scratch_floats({c}, threads)",
         what=f"out[n] ({o}, {ohw}) = weight ({o}, {c}) . data[n] ({c}, {ohw}), tiles of output channels x "
              f"pixels stored into NCHW, the weight packed at bind time")
@@ -332,7 +333,7 @@ def _bwd_lower(a: ConvBackwardAttrs, ctx):
         b_grp=cg * hw, y_grp=og * ohw,
         geom=geom(c, x[2:], y[2:], kern, st, p, d) if kind != "gemm" else [],
         dx=out.get("data_grad"), dw=out["weight_grad"], db=out.get("bias_grad"), out_channels=o,
-        parallel=int((c * k * nb if kind == "im2col" else x[0] * c * ohw) >= PARALLEL_MIN_ELEMENTS),
+        parallel=cond_of((c * k * nb if kind == "im2col" else x[0] * c * ohw) >= PARALLEL_MIN_ELEMENTS),
         what=f"{desc}; stride {st} pad {p} dilate {d} groups {g}")
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from math import prod
 
+from mxcc.codegen.batchvar import is_dynamic
 from mxcc.files import resource_dir
 from mxcc.errors import BuildError
 from mxcc.ops import register
@@ -62,15 +63,20 @@ def gemm_small_m(m: int, k: int, trans_a: bool, trans_b: bool) -> bool:
 SMALL_M_PACKED = 1
 
 
-def small_m_packed(m: int) -> bool:
+def small_m_packed(m: int):
     """Whether a GEMM of m rows with a B packed at bind time runs mxcc_gemm_f32_small_m_packed_b. For one row
-    op(A) is the same contiguous vector whether A is transposed or not."""
+    op(A) is the same contiguous vector whether A is transposed or not. With a dynamic batch: a Cond, the
+    template tests it at run time."""
     return m <= SMALL_M_PACKED
 
 
 def prepack_pays(m: int, trans_b: bool, k: int, trans_a: bool = False) -> bool:
     """Whether packing B once at bind time saves work: the GEMM (op(A) m x k) packs its B per call, not taking
-    its small-M path, or one row reads the panels with mxcc_gemm_f32_small_m_packed_b."""
+    its small-M path, or one row reads the panels with mxcc_gemm_f32_small_m_packed_b. With a dynamic batch
+    (m an Extent of N) the packing is done once for every batch: it pays when it does at the maximum or at one
+    row (N = 1 takes the one-row path)."""
+    if is_dynamic(m):
+        return prepack_pays(m.at(1), trans_b, k, trans_a) or prepack_pays(m.at_max, trans_b, k, trans_a)
     return small_m_packed(m) or not gemm_small_m(m, k, trans_a, trans_b)
 
 

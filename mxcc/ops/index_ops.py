@@ -255,7 +255,7 @@ def _take_bwd_lower(a: TakeBackwardAttrs, ctx):
     x = tuple(a.a_shape)
     v = _take_vars(a, x, prod(ctx.in_type("indices").shape))
     return "kernels/idx_take_backward.c.j2", dict(
-        v, total=prod(x), parallel=v["outer"] > 1 and v["parallel"],
+        v, total=prod(x), parallel=(v["outer"] > 1) & v["parallel"],
         what=f"take backward: a_grad{list(x)} = zeros, then ograd's rows added at the taken indices (axis={a.axis}, "
              f"mode={v['mode']})")
 

@@ -127,7 +127,7 @@ def _norm_infer(op: str):
 
 def _row_vars(v: RowView, a, what: str) -> dict:
     return dict(what=what, rows=v.rows, m=v.m, inner=v.inner, row_stride=v.m * v.inner, period=v.period,
-                eps=repr(float(a.eps)), parallel=v.rows > 1 and v.rows * v.m >= PARALLEL_MIN_ELEMENTS)
+                eps=repr(float(a.eps)), parallel=(v.rows > 1) & (v.rows * v.m >= PARALLEL_MIN_ELEMENTS))
 
 
 def _norm_lower(op: str):

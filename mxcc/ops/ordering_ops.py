@@ -212,7 +212,7 @@ def _arg_lower(largest: bool):
                  f"{'the flattened data' if a.axis is None else f'axis {a.axis}'} of {x}",
             rows=outer * inner, n=n, inner=inner, row_stride=n * inner, keeps=">=" if largest else "<=",
             init=c_float(float(np.finfo(np.float32).max) * (-1 if largest else 1)),
-            parallel=outer * inner > 1 and prod(x) >= PARALLEL_MIN_ELEMENTS)
+            parallel=(outer * inner > 1) & (prod(x) >= PARALLEL_MIN_ELEMENTS))
     return lower
 
 

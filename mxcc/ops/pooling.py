@@ -155,7 +155,7 @@ def _pool_vars(a: PoolAttrs, x: tuple) -> dict:
         planes=planes, h=h, w=w, hw=h * w, hp=h + ph, wp=w + pw, oh=oh, ow=ow, ohw=oh * ow,
         kh=kh, kw=kw, sh=sh, sw=sw, ph=ph, pw=pw, window=kh * kw,
         hw_tail=h * w - h * w % 8,                  # flat path: where the 8-lane loop stops
-        parallel=planes * oh * ow * kh * kw >= PARALLEL_MIN_ELEMENTS and planes > 1,
+        parallel=(planes * oh * ow * kh * kw >= PARALLEL_MIN_ELEMENTS) & (planes > 1),
     )
 
 

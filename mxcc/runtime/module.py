@@ -66,12 +66,14 @@ class _Output:
         self.bufs: list[list] = []      # [array, its C pointer]
         self.bound = None               # the entry the slot points at
 
-    def hand_out(self, ffi, slots) -> np.ndarray:
+    def hand_out(self, ffi, slots, shape: tuple | None = None) -> np.ndarray:
+        """An array of `shape` (default: the compiled one; a dynamic batch's output changes with the call's)."""
+        shape = self.shape if shape is None else shape
         for b in self.bufs:
-            if _count(b) == _ALONE:
+            if _count(b) == _ALONE and b[0].shape == shape:
                 break
         else:
-            arr = np.empty(self.shape, _F32)
+            arr = np.empty(shape, _F32)
             # a plain pointer (cast): from_buffer's cdata would hold a reference to the array and skew its count
             b = [arr, ffi.cast("float *", ffi.from_buffer(arr))]
             if len(self.bufs) == 2:
@@ -115,6 +117,13 @@ class Module:
         self._input_names = {s[0] for s in self._inputs}
         self._params_meta = {s["name"]: s for s in slots if s["kind"] in ("param", "aux")}
         self._outputs = [(s["name"], s["index"], tuple(s["shape"])) for s in slots if s["kind"] == "output"]
+        # a dynamic batch (compiled with dynamic_batch): the maximum, and per input/output slot the axis that
+        # holds the batch and how many rows per sample (None: the same for every batch)
+        batch = meta.get("batch")
+        self.max_batch = batch["maximum"] if batch else None
+        self._batch_of = {s["index"]: (s["batch"]["axis"], s["batch"].get("factor", 1))
+                          for s in slots if batch and s.get("batch") and "axis" in s["batch"]}
+        self._set_batch = getattr(self._lib, f"{self.name}_set_batch", None)
         self._params: dict[str, np.ndarray] = {}
         self._unbound = list(self._params_meta)       # in the network's order
         self._threads = threads
@@ -310,8 +319,56 @@ class Module:
         finally:
             self._checkin(c)
 
+    def batch_of(self, inputs: dict) -> int | None:
+        """The batch of a call with these inputs (a dynamic batch): the same on every input that carries it,
+        1..max_batch; ShapeError naming the input otherwise. None for a module compiled for one batch."""
+        if self.max_batch is None:
+            return None
+        n = first = None
+        for name, index, shape, _ in self._inputs:
+            b = self._batch_of.get(index)
+            arr = inputs.get(name)
+            if b is None or arr is None:
+                continue
+            got = np.shape(arr)
+            if len(got) != len(shape):
+                raise ShapeError(f"input {name!r} has shape {got}, expected {self._symbolic(shape, b)} "
+                                 f"(N: the batch, 1..{self.max_batch})", input=name, expected=shape, got=got)
+            k = got[b[0]]
+            if n is None:
+                n, first = k, name
+            elif k != n:
+                raise ShapeError(f"input {name!r} has batch {k} but {first!r} has {n}: every input of a call has the "
+                                 f"same batch", input=name, expected=n, got=k)
+        if n is None:
+            return self.max_batch
+        if not 1 <= n <= self.max_batch:
+            raise ShapeError(f"input {first!r} has batch {n}, outside 1..{self.max_batch}: the module was compiled "
+                             f"for a batch of at most {self.max_batch} (its shape "
+                             f"{self._symbolic(self.input_shapes[first], self._batch_of[self._index_of(first)])})",
+                             input=first, expected=self.max_batch, got=n)
+        return n
+
+    def _index_of(self, name: str) -> int:
+        return next(i for n, i, *_ in self._inputs if n == name)
+
+    def _symbolic(self, shape: tuple, b) -> str:
+        axis, factor = b
+        dims = [("N" if factor == 1 else f"{factor}N") if i == axis else str(d) for i, d in enumerate(shape)]
+        return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+
+    def _shape_at(self, index: int, shape: tuple, n: int | None) -> tuple:
+        b = self._batch_of.get(index) if n is not None else None
+        if b is None:
+            return shape
+        axis, factor = b
+        return tuple(factor * n if i == axis else d for i, d in enumerate(shape))
+
     def _run(self, c: _Context, inputs: dict) -> list[np.ndarray]:
         slots, bound = c.slots, c.bound
+        n = self.batch_of(inputs) if self._batch_of else None
+        if n is not None:
+            self._set_batch(c.ptr, n)
         for i, (name, index, shape, optional) in enumerate(self._inputs):
             arr = inputs.get(name)
             if arr is None:
@@ -323,6 +380,8 @@ class Module:
             if type(arr) is not np.ndarray or (arr.dtype is not _F32 and arr.dtype != _F32) \
                     or not arr.flags.c_contiguous:
                 arr = self._coerce(name, arr)
+            if n is not None:
+                shape = self._shape_at(index, shape, n)
             if arr.shape != shape:
                 raise ShapeError(f"input {name!r} has shape {arr.shape}, expected {shape}", input=name,
                                  expected=shape, got=arr.shape)
@@ -332,6 +391,11 @@ class Module:
         outs = []
         for o in c.outs:
             b = o.bound                 # the array the slot points at, when nothing else holds it: write it again
+            if n is not None and o.index in self._batch_of:
+                shape = self._shape_at(o.index, o.shape, n)
+                outs.append(b[0] if b is not None and _count(b) == _ALONE and b[0].shape == shape
+                            else o.hand_out(self._ffi, slots, shape))
+                continue
             outs.append(b[0] if b is not None and _count(b) == _ALONE else o.hand_out(self._ffi, slots))
         self._forward(c.ptr)
         return outs

@@ -1,6 +1,6 @@
 /* The standalone benchmark of every network: <net>_bench is this file, linked with the network and a main of
  * one line (templates/bench.c.j2) that passes the network's descriptor (<net>_net, mxcc_net).
- *   <net>_bench [--iters N | --seconds S] [--warmup N] [--threads T] [--params FILE] [--input [NAME=]X.npy]...
+ *   <net>_bench [--iters N | --seconds S] [--warmup N] [--threads T] [--batch N] [--params FILE] [--input [NAME=]X.npy]...
  *               [--output [NAME=]Y.npy]... [--timeline FILE] [--profile FILE]
  * Binds every input and parameter to deterministic pseudo-random values in [-0.5, 0.5) (the time of a
  * forward does not depend on the values), unless --params (an MXNet .params file, read by the C reader and
@@ -9,7 +9,8 @@
  * forwards (or as many as fit in S seconds); --output writes an output of the last forward as .npy (NAME= or
  * its index, else the first output). --timeline appends each kernel call's [t0, t1) (CLOCK_MONOTONIC ns, raw
  * mxcc_prof_event records) to FILE: `mxcc perf` uses it to place every perf sample, OpenMP workers' too, in its
- * kernel. */
+ * kernel. --batch N: a network compiled with a dynamic batch runs batch N (default: its maximum); --input and
+ * --output files then have that batch. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,8 +59,17 @@ static int slot_of(const mxcc_net *net, const char *kind, const char *arg, const
     return -1;
 }
 
+/* The shape of slot s at batch n (a dynamic batch; n <= 0: the compiled shape). */
+static void shape_at(const mxcc_slot_info *slot, long n, long long shape[8])
+{
+    for (int d = 0; d < slot->ndim; d++)
+        shape[d] = slot->shape[d];
+    if (n > 0 && slot->batch_factor)
+        shape[slot->batch_axis] = (long long)slot->batch_factor * n;
+}
+
 /* Bind the --input files; owned[s] takes the buffers. 0, or 1 (message printed). */
-static int bind_inputs(const mxcc_net *net, void **slots, void **owned, int argc, char **argv)
+static int bind_inputs(const mxcc_net *net, void **slots, void **owned, long batch, int argc, char **argv)
 {
     const char *args[MAX_FILES];
     const int n = mxcc_arg_all(argc, argv, "--input", args, MAX_FILES);
@@ -77,14 +87,16 @@ static int bind_inputs(const mxcc_net *net, void **slots, void **owned, int argc
             return 1;
         }
         const mxcc_slot_info *slot = &net->slots[s];
+        long long want[8];
+        shape_at(slot, batch, want);
         int same = ndim == slot->ndim;
         for (int d = 0; same && d < ndim; d++)
-            same = shape[d] == slot->shape[d];
+            same = shape[d] == want[d];
         if (!same) {
-            fprintf(stderr, "%s: %s: the shape of input '%s' is not the compiled one (%d dims:", argv[0], file,
-                    slot->name, slot->ndim);
+            fprintf(stderr, "%s: %s: the shape of input '%s' is not the %s one (%d dims:", argv[0], file,
+                    slot->name, batch > 0 ? "--batch" : "compiled", slot->ndim);
             for (int d = 0; d < slot->ndim; d++)
-                fprintf(stderr, " %lld", slot->shape[d]);
+                fprintf(stderr, " %lld", want[d]);
             fprintf(stderr, ")\n");
             free(data);
             return 1;
@@ -95,7 +107,7 @@ static int bind_inputs(const mxcc_net *net, void **slots, void **owned, int argc
     return 0;
 }
 
-static int write_outputs(const mxcc_net *net, void **slots, int argc, char **argv)
+static int write_outputs(const mxcc_net *net, void **slots, long batch, int argc, char **argv)
 {
     const char *args[MAX_FILES];
     const int n = mxcc_arg_all(argc, argv, "--output", args, MAX_FILES);
@@ -105,7 +117,9 @@ static int write_outputs(const mxcc_net *net, void **slots, int argc, char **arg
         char err[512];
         if (s < 0)
             return 1;
-        if (mxcc_npy_write_f32(file, slots[s], net->slots[s].ndim, net->slots[s].shape, err, sizeof err)) {
+        long long shape[8];
+        shape_at(&net->slots[s], batch, shape);
+        if (mxcc_npy_write_f32(file, slots[s], net->slots[s].ndim, shape, err, sizeof err)) {
             fprintf(stderr, "%s: %s\n", argv[0], err);
             return 1;
         }
@@ -117,7 +131,7 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: %s [--iters N | --seconds S] [--warmup N] [--threads T] [--params FILE]"
+            printf("usage: %s [--iters N | --seconds S] [--warmup N] [--threads T] [--batch N] [--params FILE]"
                    " [--input [NAME=]X.npy]... [--output [NAME=]Y.npy]... [--timeline FILE] [--profile FILE]\n",
                    argv[0]);
             return 0;
@@ -129,6 +143,16 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
     const char *params = mxcc_arg_str(argc, argv, "--params", NULL);
     mxcc_timeline timeline;
     mxcc_timeline_args(&timeline, argc, argv);
+    const long batch = arg_int(argc, argv, "--batch", 0);
+    if (batch && (!net->max_batch || batch < 1 || batch > net->max_batch)) {
+        if (net->max_batch)
+            fprintf(stderr, "%s: --batch %ld: expected 1..%ld, the maximum batch '%s' was compiled for\n", argv[0],
+                    batch, net->max_batch, net->name);
+        else
+            fprintf(stderr, "%s: --batch: '%s' was compiled for one batch (compile with --dynamic-batch)\n", argv[0],
+                    net->name);
+        return 2;
+    }
     if (iters <= 0 || warmup < 0 || seconds < 0) {
         fprintf(stderr, "%s: --iters must be positive, --warmup and --seconds non-negative\n", argv[0]);
         return 2;
@@ -146,7 +170,9 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
         fprintf(stderr, "%s: %s\n", argv[0], err);
         return 1;
     }
-    if (bind_inputs(net, slots, owned, argc, argv))
+    if (batch)
+        net->set_batch(ctx, batch);
+    if (bind_inputs(net, slots, owned, batch, argc, argv))
         return 1;
     unsigned seed = 12345u;
     for (int s = 0; s < net->num_slots; s++) {
@@ -184,8 +210,12 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
             bench_forward(net, ctx, &timeline);
     }
     const double us = (mxcc_now_seconds() - t0) * 1e6 / done;
-    printf("%s: %.3f us per forward (%d iters, %d threads)\n", net->name, us, done, mxcc_get_num_threads());
-    if (mxcc_timeline_finish(&timeline, net, argv[0]) || write_outputs(net, slots, argc, argv))
+    if (net->max_batch)
+        printf("%s: %.3f us per forward (%d iters, %d threads, batch %ld of at most %ld)\n", net->name, us, done,
+               mxcc_get_num_threads(), batch ? batch : net->max_batch, net->max_batch);
+    else
+        printf("%s: %.3f us per forward (%d iters, %d threads)\n", net->name, us, done, mxcc_get_num_threads());
+    if (mxcc_timeline_finish(&timeline, net, argv[0]) || write_outputs(net, slots, batch, argc, argv))
         return 1;
     for (int s = 0; s < net->num_slots; s++)
         free(owned[s]);
