@@ -133,7 +133,7 @@ class Extent:
         o = self._lift(other)
         if o is None:
             return NotImplemented
-        fn = {"<": int.__lt__, "<=": int.__le__, ">": int.__gt__, ">=": int.__ge__, "==": int.__eq__}[op]
+        fn = {"<": int.__lt__, "<=": int.__le__, ">": int.__gt__, ">=": int.__ge__}[op]
         return Cond(f"({self} {op} {o if isinstance(o, int) else other})",
                     lambda n, a=self, b=o: fn(a.at(n), b.at(n) if isinstance(b, Extent) else b), self.maximum)
 
@@ -150,13 +150,14 @@ class Extent:
         return self._decide(">=", other)
 
     def __eq__(self, other):
+        # structural: an extent of N is equal only to the same extent (never to a number: code written for
+        # "not 1" handles N = 1 too, as a loop of one step), so shape comparisons and merges stay exact
         if isinstance(other, Extent):
             return (self.a, self.b) == (other.a, other.b)
-        return False if self._lift(other) is None else self._decide("==", other)
+        return False
 
     def __ne__(self, other):
-        eq = self.__eq__(other)
-        return not eq
+        return not self.__eq__(other)
 
     def __hash__(self):
         return hash((self.a, self.b))

@@ -134,7 +134,8 @@ def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, 
         parts=parts,
         derived_bytes=max(folded_bytes, derived_bytes(every + folded)),
         # C expressions of `threads` (omp_get_max_threads() at context creation): ctx->scratch floats
-        scratch=[(c.fn, c.vars["thread_scratch"]) for c in every if c.vars.get("thread_scratch")],
+        scratch=[(c.fn, _most_over_batches(c.vars["thread_scratch"], max_batch)) for c in every
+                 if c.vars.get("thread_scratch")],
         # folded values first (a folded BatchNorm may read them), each after the BatchNorm folds it reads
         prepare_fns=[fn for c in folded for fn in (*(p.fn for p in c.prepare), c.fn)]
         + [p.fn for c in every for p in c.prepare],
@@ -165,6 +166,15 @@ def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, 
                    bench=env.get_template("bench.c.j2").render(**ctx),
                    train=env.get_template("train.c.j2").render(**ctx, **train_program)
                    if train_program else None)
+
+
+def _most_over_batches(expr: str, max_batch: int) -> str:
+    """A scratch size that depends on the batch (a kernel's split of the work can need more at a smaller batch):
+    its largest value over N = 1..max, computed when the context is made."""
+    if not uses_batch(expr):
+        return expr
+    return (f"({{ long most = 0; for (long N = 1; N <= {max_batch}; N++) {{ const long v = {expr}; "
+            f"if (v > most) most = v; }} most; }})")
 
 
 def _size(shape) -> int:

@@ -14,6 +14,7 @@ from dataclasses import replace as dc_replace
 import numpy as np
 
 from mxcc._version import __version__
+from mxcc.codegen.batchvar import at_max
 from mxcc.codegen.cnames import c_ident
 from mxcc.codegen.lower import lower, lower_folded, lower_train_program, lower_updates
 from mxcc.codegen.render import environment, render
@@ -25,12 +26,13 @@ from mxcc.graph import Graph, Ref, load_json
 from mxcc.options import CompileOptions
 from mxcc.params import load_params, save_params
 from mxcc.passes import bind, dce, infer_shapes, mode_dependent, run_pipeline, trainable
-from mxcc.codegen.batchvar import at_max
+from mxcc.passes.fold_constants import bind_time_inputs
 from mxcc.passes.infer_batch import BatchShapes, infer_batch, split_batch_marks
 from mxcc.plan import Location, Plan
 from mxcc.runtime.executor import Executor
 from mxcc.runtime.module import Module
 from mxcc.symbol import Symbol
+from mxcc.types import TensorType
 from mxcc.train.optimizer import SGD, update_def
 
 
@@ -78,7 +80,28 @@ def _dynamic_batch(plan: Plan, shapes: dict, batch_axes: dict) -> BatchShapes:
     if not axes:
         raise ShapeError(f"dynamic_batch: none of the inputs given ({name_list(batch_axes)}) is an input of the "
                          f"network (its inputs: {name_list(sorted(present))})")
-    return infer_batch(plan.graph, {k: v for k, v in _check_shapes(shapes).items() if k in present}, axes)
+    batch = infer_batch(plan.graph, {k: v for k, v in _check_shapes(shapes).items() if k in present}, axes)
+    _check_workspaces(plan, batch)
+    return batch
+
+
+def _check_workspaces(plan: Plan, batch: BatchShapes) -> None:
+    """A kernel's scratch is planned once, at the maximum: no smaller batch may need more (a kernel whose split
+    of the work needs more scratch at some batch below the maximum is refused, naming it)."""
+    g = plan.graph
+    for node_id, ws in plan.workspaces.items():
+        node = g.nodes[node_id]
+        if not batch.depends(node):
+            continue
+        for n in range(1, batch.maximum):
+            at = lambda r, t: TensorType(batch.shape_at(t.shape, r, n), t.dtype)   # noqa: E731
+            ins = [at(r, g.type_of(r)) for r in node.inputs]
+            outs = [at(Ref(node.id, i), t) for i, t in enumerate(node.out_types)]
+            need = node.opdef.workspace(node.params, ins, outs, bind_time_inputs(g, node))
+            if need > ws.nbytes:
+                raise ShapeError(f"with a dynamic batch its scratch, planned for the maximum {batch.maximum} "
+                                 f"({ws.nbytes} bytes), is too small at batch {n} ({need} bytes): compile for a "
+                                 f"fixed batch", node=node.name, op=node.op)
 
 
 def plan_network(net, shapes: dict, opts: CompileOptions, log=None, *, wrt=None, state_names: tuple[str, ...] = (),

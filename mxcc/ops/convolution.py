@@ -259,7 +259,7 @@ def _lower_packed(a: ConvAttrs, ctx, x, y, kind: str):
         w_grp=o * k, b_grp=0, y_grp=0, geom=gm, o=o, weight=weight,
         epilogue=ctx.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=True, ld_residual=ohw),
         ep_per_image=False, parallel=cond_of(x[0] * ohw * k * o >= PARALLEL_MIN_MACS),
-        thread_scratch=f"{fn}_scratch_floats(&{literal}, {at_max(x[0])}, {o}, threads)",
+        thread_scratch=f"{fn}_scratch_floats(&{literal}, {x[0]}, {o}, threads)",
         what=f"{what}; stride {st} pad {p} dilate {d}")
 
 

@@ -51,6 +51,29 @@ class Executor(Module):
         self._head_grads = [s for s in slots if s["kind"] == "head_grad"]    # in output order
         self._data_inputs = self._inputs
         self._bound_inputs: dict[str, np.ndarray] = {}
+        # a dynamic batch: the arrays above are sized for the maximum; a call of batch n reads and writes the
+        # first n samples, so outputs and batch-dependent gradients are handed out as views at n
+        self._full = {"outputs": self.outputs, "grads": dict(self.grad_dict)}
+        self._slot_of = {s["name"]: s["index"] for s in slots if s["kind"] in ("output", "grad")}
+        self._outputs_index = [s["index"] for s in slots if s["kind"] == "output"]
+        self.batch = self.max_batch
+
+    def _at_batch(self, arr: np.ndarray, index: int, n: int) -> np.ndarray:
+        """The first n samples of a slot's array sized for the maximum: a view with the shape at batch n."""
+        shape = self._shape_at(index, arr.shape, n)
+        return arr.reshape(-1)[:int(np.prod(shape))].reshape(shape)
+
+    def _use_batch(self, n: int) -> None:
+        if n == self.batch:
+            return
+        self._set_batch(self._ctx, n)
+        self.batch = n
+        self.outputs = [self._at_batch(a, i, n) if i in self._batch_of else a
+                        for a, i in zip(self._full["outputs"], self._outputs_index)]
+        for name, a in self._full["grads"].items():
+            i = self._slot_of[name]
+            if i in self._batch_of:
+                self.grad_dict[name] = self._at_batch(a, i, n)
 
     def _bind_new(self, slot: dict) -> np.ndarray:
         arr = np.zeros(slot["shape"], _F32)
@@ -76,6 +99,14 @@ class Executor(Module):
         if unknown:
             raise ShapeError(f"unknown input(s) {name_list(map(repr, sorted(unknown)))}; the network's inputs are "
                              f"{name_list(sorted(known))}", input=sorted(unknown)[0], names=sorted(unknown))
+        n = self.batch_of(inputs) if self._batch_of else None
+        if n is not None:
+            if n != self.batch and any(nm not in inputs for nm, i, *_ in self._data_inputs
+                                       if i in self._batch_of and nm in self._bound_inputs):
+                missing = [nm for nm, i, *_ in self._data_inputs if i in self._batch_of and nm not in inputs]
+                raise ShapeError(f"a call of batch {n} (the last had {self.batch}) needs every input that carries "
+                                 f"the batch: {name_list(missing)} kept its previous binding", input=missing[0])
+            self._use_batch(n)
         for name, index, shape, _optional in self._data_inputs:
             arr = inputs.get(name)
             if arr is None:
@@ -84,6 +115,8 @@ class Executor(Module):
                 raise ShapeError(f"missing input {name!r} of shape {shape} (training reads it)", input=name)
             if type(arr) is not np.ndarray or arr.dtype != _F32 or not arr.flags.c_contiguous:
                 arr = self._coerce(name, arr)
+            if n is not None:
+                shape = self._shape_at(index, shape, n)
             if arr.shape != shape:
                 raise ShapeError(f"input {name!r} has shape {arr.shape}, expected {shape}", input=name,
                                  expected=shape, got=arr.shape)
@@ -133,9 +166,10 @@ class Executor(Module):
                                  f"{[s['output'] for s in self._head_grads]}) or one per output ({len(names)})")
             for s, g in zip(self._head_grads, grads):
                 g = self._coerce(s["name"], g)
-                if g.shape != tuple(s["shape"]):
+                want = self._shape_at(s["index"], tuple(s["shape"]), self.batch) if self._batch_of else tuple(s["shape"])
+                if g.shape != want:
                     raise ShapeError(f"out_grad for {s['name']!r} has shape {g.shape}, expected "
-                                     f"{tuple(s['shape'])}", input=s["name"])
+                                     f"{want}", input=s["name"])
                 self._bound_inputs[s["name"]] = g
                 self._slots[s["index"]] = self._ffi.from_buffer(g)
         self._call(self._last_forward)

@@ -178,12 +178,16 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
     for (int s = 0; s < net->num_slots; s++) {
         if (slots[s])
             continue;
-        float *p = aligned_alloc(64, (net->slots[s].size * sizeof(float) + 63) / 64 * 64);
+        /* at --batch N, inputs and outputs of N samples exactly (a sanitizer build sees any access past them) */
+        size_t size = net->slots[s].size;
+        if (batch && net->slots[s].batch_factor)
+            size = size / (size_t)net->max_batch * (size_t)batch;
+        float *p = aligned_alloc(64, (size * sizeof(float) + 63) / 64 * 64);
         if (!p) {
             fprintf(stderr, "out of memory\n");
             return 1;
         }
-        for (size_t i = 0; i < net->slots[s].size; i++) {
+        for (size_t i = 0; i < size; i++) {
             seed = seed * 1664525u + 1013904223u;
             p[i] = (float)(seed >> 8) / 16777216.0f - 0.5f;
             if (!strcmp(net->slots[s].kind, "aux"))

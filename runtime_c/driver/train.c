@@ -162,19 +162,31 @@ int mxcc_train_main(const mxcc_net *net, const mxcc_train_config *cfg, int argc,
             shuffle(&rng, order, n_train);
         const double t0 = mxcc_now_seconds();
         long seen = 0;
-        for (long first = 0; first + batch <= n_train; first += batch) {
-            mxcc_train_load_batch(&im, &lb, order, first, batch, sample, x, y);
+        /* a network compiled with a dynamic batch also runs the last, shorter batch (with the same rescale_grad,
+         * as MXNet's executor reshaped for it); one compiled for a single batch drops it */
+        for (long first = 0; first < n_train; first += batch) {
+            const long n = first + batch <= n_train ? batch : net->max_batch ? n_train - first : 0;
+            if (!n)
+                break;
+            if (net->max_batch)
+                net->set_batch(ctx, n);
+            mxcc_train_load_batch(&im, &lb, order, first, n, sample, x, y);
             net->step(ctx);
             mxcc_timeline_drain(&timeline, ctx);
-            seen += batch;
+            seen += n;
         }
         const double dt = mxcc_now_seconds() - t0;
         long correct = 0, total = 0;
-        for (long first = im.dims[0] - n_val; first + batch <= im.dims[0]; first += batch) {
-            mxcc_train_load_batch(&im, &lb, NULL, first, batch, sample, x, y);
+        for (long first = im.dims[0] - n_val; first < im.dims[0]; first += batch) {
+            const long n = first + batch <= im.dims[0] ? batch : net->max_batch ? im.dims[0] - first : 0;
+            if (!n)
+                break;
+            if (net->max_batch)
+                net->set_batch(ctx, n);
+            mxcc_train_load_batch(&im, &lb, NULL, first, n, sample, x, y);
             net->forward_infer(ctx);   /* inference mode: moving statistics, no dropout */
             mxcc_timeline_drain(&timeline, ctx);
-            for (long b = 0; b < batch; b++, total++)
+            for (long b = 0; b < n; b++, total++)
                 correct += argmax(prob + b * classes, classes) == (long)y[b];
         }
         /* mlp_cpu.cpp: LG << "Epoch: " << iter << " " << samples/duration << " samples/sec Accuracy: " << acc */
