@@ -4,7 +4,7 @@
                  [--no-fuse] [--no-plan] [--no-fold] [--no-schedule]
     mxcc inspect NET.json --shape data=1,784 [--no-fuse] [--no-plan] [--no-fold] [--no-schedule] [--json]
     mxcc run DIR --input data=x.npy [--input ...] [--output out.npz]
-    mxcc perf DIR [--iters N | --seconds S] [--threads T] [--call-graph fp|dwarf] [-o OUT] [--stat] [--py]
+    mxcc perf DIR [--iters N | --seconds S] [--threads T] [--batch N] [--call-graph fp|dwarf] [-o OUT] [--stat] [--py]
     mxcc perf DIR --train [--epochs N] [--images F --labels F] [--threads T] [--call-graph fp|dwarf] [-o OUT]
 """
 from __future__ import annotations
@@ -115,6 +115,8 @@ def _parser() -> argparse.ArgumentParser:
     n.add_argument("--iters", type=int, help="run this many forwards")
     n.add_argument("--seconds", type=float, help="run forwards for this long (default: 2)")
     f.add_argument("--threads", type=int, default=0, help="OpenMP threads (default: all cores)")
+    f.add_argument("--batch", type=int, default=0,
+                   help="a module compiled with --dynamic-batch: the batch to run (default: its maximum)")
     f.add_argument("--call-graph", choices=("fp", "dwarf"), default=None,
                    help="stack unwinding: frame pointers (small; default when the build has profiler call sites) "
                         "or DWARF (complete through libgomp, larger)")

@@ -198,11 +198,11 @@ uint64_t mxcc_prof_dropped(const mxcc_ctx *ctx) { return ctx->prof.dropped; }
 
 uint64_t mxcc_prof_now_ns(void) { return mxcc_now_ns(); }
 
-void mxcc_prof_push(mxcc_prof *p, int kernel, int phase, uint64_t t0)
+void mxcc_prof_push(mxcc_prof *p, int kernel, int phase, uint64_t t0, long batch)
 {
     const uint64_t t1 = mxcc_now_ns();
     if (p->count < p->capacity)
-        p->events[p->count++] = (mxcc_prof_event){ kernel, phase, t0, t1 };
+        p->events[p->count++] = (mxcc_prof_event){ kernel, phase, t0, t1, (int32_t)batch, 0 };
     else
         p->dropped++;
 }

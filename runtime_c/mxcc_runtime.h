@@ -164,7 +164,7 @@ static inline uint64_t mxcc_prof_begin(const mxcc_ctx *ctx)
 static inline void mxcc_prof_end(mxcc_ctx *ctx, int kernel, int phase, uint64_t t0)
 {
     if (ctx->prof.enabled)
-        mxcc_prof_push(&ctx->prof, kernel, phase, t0);
+        mxcc_prof_push(&ctx->prof, kernel, phase, t0, ctx->batch);
 }
 
 /* Host control: capacity in events (allocates; 0 frees), on/off, read and clear. */

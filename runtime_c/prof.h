@@ -2,7 +2,7 @@
  *
  * Generated code brackets each fused-node call with mxcc_prof_begin/end: when profiling is off that is a
  * load and a predictable branch; compiled with profile=False the calls are not generated at all. Events
- * carry only the kernel index and phase; names, ops, shapes and FLOPs come from the network's tables.
+ * carry only the kernel index, phase and batch; names, ops, shapes and FLOPs come from the network's tables.
  * A full buffer counts dropped events, it never grows or crashes. */
 #ifndef MXCC_PROF_H
 #define MXCC_PROF_H
@@ -17,6 +17,8 @@ typedef struct mxcc_prof_event {
     int32_t phase;       /* MXCC_PHASE_* */
     uint64_t t0_ns;      /* CLOCK_MONOTONIC */
     uint64_t t1_ns;
+    int32_t batch;       /* the call's batch (a dynamic-batch network: ctx->batch); 0: compiled for one batch */
+    int32_t reserved;
 } mxcc_prof_event;
 
 typedef struct mxcc_prof {
@@ -36,6 +38,6 @@ static inline uint64_t mxcc_now_ns(void)
 
 /* Record the event of a kernel call that began at t0 and ends now (out of line: a network has a call site per
  * kernel, and gcc would otherwise compile this body at each of them). */
-void mxcc_prof_push(mxcc_prof *p, int kernel, int phase, uint64_t t0);
+void mxcc_prof_push(mxcc_prof *p, int kernel, int phase, uint64_t t0, long batch);
 
 #endif /* MXCC_PROF_H */

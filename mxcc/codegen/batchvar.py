@@ -134,6 +134,9 @@ class Extent:
         if o is None:
             return NotImplemented
         fn = {"<": int.__lt__, "<=": int.__le__, ">": int.__gt__, ">=": int.__ge__}[op]
+        at = lambda n: fn(self.at(n), o.at(n))      # noqa: E731  (both sides linear in N: monotone)
+        if at(1) == at(self.maximum):               # the same for every batch 1..max: no run-time test
+            return at(1)
         return Cond(f"({self} {op} {o if isinstance(o, int) else other})",
                     lambda n, a=self, b=o: fn(a.at(n), b.at(n) if isinstance(b, Extent) else b), self.maximum)
 

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mxcc.codegen.batchvar import Extent, at_max
+from mxcc.codegen.batchvar import BatchDecision, Extent, at_max
 from mxcc.codegen.cnames import c_ident, unique_idents
+from mxcc.errors import ShapeError
 from mxcc.graph.ir import FusedGroup, Ref
 from mxcc.ops.base import EpilogueStep, Fusion, c_float
 from mxcc.passes.fold_constants import bind_time_inputs
@@ -49,11 +50,12 @@ class KernelCall:
     buffers: tuple[Buffer, ...]
     sources: tuple[str, ...]      # member node names, in order
     ops: tuple[str, ...]          # member op names, in order
-    flops: int
+    flops: int                    # at the maximum batch, for a dynamic batch
     node_index: int = 0           # position in the network's node-name table
     phase: str = "forward"        # "forward" | "backward": which entry point runs it
     prepare: tuple = ()           # PrepareCalls: values derived from params at bind time (folded BatchNorm,
                                   # prepacked weights)
+    flops_batch: tuple | None = None   # a dynamic batch: (a, b), the FLOPs at batch N being a*N + b
 
 
 @dataclass(frozen=True)
@@ -202,7 +204,14 @@ def _lower_all(plan: Plan, net: str, batch=None) -> tuple[list[KernelCall], list
     calls = []
     derived = DerivedSpace((plan.derived_bytes + 63) // 64 * 64)   # the folded values come first
     for i, (grp, fn) in enumerate(zip(groups, fns)):
-        call = _no_restrict_on_aliases(_lower_group(plan, grp, fn, slot_names, i, derived))
+        try:
+            call = _no_restrict_on_aliases(_lower_group(plan, grp, fn, slot_names, i, derived))
+        except (BatchDecision, AttributeError, TypeError) as e:
+            if batch is None:
+                raise
+            anchor = g.nodes[grp.members[0]]    # an op whose lowering needs the batch's value: not dynamic yet
+            raise ShapeError(f"cannot take the batch at run time: {e}; compile it for a fixed batch",
+                             node=anchor.name, op=anchor.op) from e
         calls.append(call if i < len(g.groups) else replace(call, node_index=-1))
     return calls[:len(g.groups)], calls[len(g.groups):]
 
@@ -247,12 +256,14 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int, d
     members = [g.nodes[m] for m in grp.members]
     anchor = members[0]
     op = anchor.opdef
-    # at a dynamic batch: the FLOPs of the largest (module.json, the profiler's table scale them per call)
-    flops = at_max(sum(m.opdef.flops(m.params, [g.type_of(r) for r in m.inputs], m.out_types) for m in members))
+    # at a dynamic batch: the FLOPs of the largest, and a*N + b for the profiler's per-call rates
+    counted = sum(m.opdef.flops(m.params, [g.type_of(r) for r in m.inputs], m.out_types) for m in members)
+    flops = at_max(counted)
     outs = [replace(_buffer(plan, r, "out" if len(grp.outputs) == 1 else f"out{j}", True, slot_names), fresh=True)
             for j, r in enumerate(grp.outputs)]
     common = dict(fn=fn, group=grp.name, sources=tuple(m.name for m in members),
-                  ops=tuple(m.op for m in members), flops=flops, node_index=index, phase=anchor.phase)
+                  ops=tuple(m.op for m in members), flops=flops, node_index=index, phase=anchor.phase,
+                  flops_batch=(counted.a, counted.b) if isinstance(counted, Extent) else None)
     if op.view_of(anchor.params):                   # a view that is a graph output: copy it there
         src = _buffer(plan, anchor.inputs[0], "data", False, slot_names)
         return KernelCall(template="kernels/copy.c.j2", vars=dict(n=src.type.size), buffers=(src, *outs),

@@ -374,7 +374,8 @@ def _kernel_records(groups: list[dict], calls, live: bool = True) -> list[dict]:
     return [dict(name=g["name"], function=g["function"], members=g["members"], ops=g["ops"], flops=g["flops"],
                  inputs=[i["shape"] for i in g["inputs"]], outputs=[o["shape"] for o in g["outputs"]],
                  bytes=sum(o["nbytes"] for o in g["outputs"]) + sum(4 * _prod(i["shape"]) for i in g["inputs"]),
-                 live=[o["live"] for o in g["outputs"]] if live else [], phase=c.phase)
+                 live=[o["live"] for o in g["outputs"]] if live else [], phase=c.phase,
+                 **({"flops_batch": list(c.flops_batch)} if c.flops_batch else {}))
             for g, c in zip(groups, calls)]
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, fields
 from math import prod
 from typing import Literal, Optional
 
+from mxcc.codegen.batchvar import cond_of
 from mxcc.ops import register
 from mxcc.ops._spatial import LAYOUTS, check_layout, dilated, geom, per_image_epilogue, spatial
 from mxcc.ops.base import Fusion, OpDef
@@ -138,7 +139,7 @@ def _lower(a: DeconvAttrs, ctx):
         # col2im undoes the convolution that maps out (o channels, padded) to data: that conv's geometry
         geom=[] if direct else geom(o, y[2:], x[2:], kern, st, p, d),
         **per_image_epilogue(ctx, None if a.no_bias else "bias", o * ohw, ohw),
-        out_rows=o, out_cols=ohw, parallel=int(x[0] * o * ohw * k >= PARALLEL_MIN_ELEMENTS),
+        out_rows=o, out_cols=ohw, parallel=cond_of(x[0] * o * ohw * k >= PARALLEL_MIN_ELEMENTS),
         what=f"out[n] ({o}, {ohw}) = col2im(weight^T ({o * k}, {c}) . data[n] ({c}, {hw})); "
              f"kernel {kern} stride {st} pad {p} adj {adj} dilate {d} groups {g}",
     )
@@ -184,7 +185,7 @@ def _bwd_lower(a: DeconvBackwardAttrs, ctx):
         x_img=c * hw, y_img=o * ohw, w_grp=cg * og * k, x_grp=cg * hw, c_grp=og * k * hw,
         geom=[] if direct else geom(o, y[2:], x[2:], kern, st, p, d), out_channels=o, ohw=ohw,
         dx=outv.get("data_grad"), dw=outv["weight_grad"], db=outv.get("bias_grad"),
-        parallel=int(x[0] * o * ohw * k >= PARALLEL_MIN_ELEMENTS),
+        parallel=cond_of(x[0] * o * ohw * k >= PARALLEL_MIN_ELEMENTS),
         what=f"dcols ({o * k}, {hw}) = im2col(ograd[n]); ddata_g = weight_g ({cg}, {og * k}) . dcols_g, "
              f"dweight_g += data_g . dcols_g^T; kernel {kern} stride {st} pad {p} adj {adj} dilate {d} groups {g}")
 

@@ -21,6 +21,7 @@ from typing import Literal, Optional
 
 import numpy as np
 
+from mxcc.codegen.batchvar import at_max
 from mxcc.ops import register
 from mxcc.ops._util import norm_axis
 from mxcc.ops.base import Fusion, OpDef, c_float
@@ -159,7 +160,7 @@ def _grad(a, g):
 
 
 def _flops(a, ins, outs) -> int:
-    n = prod(ins[0].shape)
+    n = at_max(prod(ins[0].shape))      # a dynamic batch: the count at the maximum
     return n * max(1, n.bit_length())
 
 

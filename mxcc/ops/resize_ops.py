@@ -140,7 +140,7 @@ def _adaptive_vars(x: tuple, y: tuple, what: str, backward: bool) -> dict:
     w0, w1 = adaptive_bins(x[3], y[3])
     return dict(what=what, backward=backward, planes=x[0] * x[1], ih=x[2], iw=x[3], oh=y[2], ow=y[3],
                 in_plane=x[2] * x[3], out_plane=y[2] * y[3], h0=h0, h1=h1, w0=w0, w1=w1,
-                parallel=max(prod(x), prod(y)) >= PARALLEL_MIN_ELEMENTS)
+                parallel=(prod(x) >= PARALLEL_MIN_ELEMENTS) | (prod(y) >= PARALLEL_MIN_ELEMENTS))
 
 
 ADAPTIVE_AVG_POOLING = register(OpDef(

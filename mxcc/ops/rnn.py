@@ -38,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Literal, Optional
 
+from mxcc.codegen.batchvar import at_max
 from mxcc.errors import UnsupportedOpError
 from mxcc.ops import register
 from mxcc.ops._pack import gemm_pack_b
@@ -104,6 +105,7 @@ class _Space:
 
     def take(self, n: int) -> int:
         off = self.end
+        n = at_max(n)           # a dynamic batch: regions placed for the maximum, a smaller batch uses their start
         self.end += -(-n // 16) * 16
         return off
 
@@ -189,7 +191,9 @@ STEP_UNPACKED_MAX_ROWS = 8
 
 def step_gemm(N: int, H: int) -> str:
     """The GEMM of one step, h (N, H) . U^T (U (G*H, H)): one row against U's panels, a few rows reading U as
-    it is (small-M path), more rows against U's panels with the packed micro-kernel."""
+    it is (small-M path), more rows against U's panels with the packed micro-kernel. A dynamic batch: chosen
+    for the maximum (each path computes any number of rows)."""
+    N = at_max(N)
     if small_m_packed(N):
         return "MXCC_RNN_STEP_PACKED_ROW"
     if N <= STEP_UNPACKED_MAX_ROWS and gemm_small_m(N, H, False, True):

@@ -1,6 +1,6 @@
 """`mxcc perf`: run a compiled network's benchmark under Linux perf and show where the time goes, per layer.
 
-    mxcc perf DIR [--iters N | --seconds S] [--threads T] [--call-graph fp|dwarf] [-o OUT] [--stat] [--py]
+    mxcc perf DIR [--iters N | --seconds S] [--threads T] [--batch N] [--call-graph fp|dwarf] [-o OUT] [--stat] [--py]
     mxcc perf DIR --train [--epochs N] [--images F --labels F] [--threads T] [--call-graph fp|dwarf] [-o OUT]
 
 DIR is what `mxcc compile -o DIR` wrote (module.json, `<net>_bench`). Into OUT (default DIR/perf/) go
@@ -38,7 +38,7 @@ DEFAULT_SECONDS = 2.0
 EPOCH_LINE = re.compile(r"^Epoch: (?P<epoch>\d+) (?P<rate>[\d.e+-]+) samples/sec Accuracy: (?P<acc>[\d.e+-]+)",
                         re.M)
 BENCH_LINE = re.compile(r"^(?P<net>\S+): (?P<us>[\d.]+) us per forward \((?P<iters>\d+) iters, "
-                        r"(?P<threads>\d+) threads\)", re.M)
+                        r"(?P<threads>\d+) threads(?:, batch \d+ of at most \d+)?\)", re.M)
 STAT_EVENTS = ("task-clock", "context-switches", "cpu-migrations", "page-faults", "cycles", "instructions",
                "branches", "branch-misses")
 
@@ -118,8 +118,8 @@ def load_meta(directory) -> dict:
                         f"`mxcc compile NET.json --shape ... -o {d}`") from None
 
 
-def _bench_args(iters, seconds, threads, warmup=WARMUP) -> list[str]:
-    args = ["--warmup", str(warmup)]
+def _bench_args(iters, seconds, threads, warmup=WARMUP, batch: int = 0) -> list[str]:
+    args = ["--warmup", str(warmup)] + (["--batch", str(batch)] if batch else [])
     args += ["--iters", str(iters)] if iters else ["--seconds", str(seconds or DEFAULT_SECONDS)]
     return args + (["--threads", str(threads)] if threads else [])
 
@@ -140,7 +140,7 @@ def _out_dir(directory, out) -> Path:
 # -- perf record -> report -------------------------------------------------------------------------------
 def record(directory, *, iters: int | None = None, seconds: float | None = None, threads: int = 0,
            call_graph: str | None = None, out=None, freq: int = FREQ,
-           warmup: int = WARMUP) -> tuple[Profile, Run, Path]:
+           warmup: int = WARMUP, batch: int = 0) -> tuple[Profile, Run, Path]:
     """Run the bench under `perf record`, then write stacks.folded, flame.svg and layers.txt into OUT.
 
     call_graph None picks: frame pointers when the build has the profiler's call sites (the bench's timeline
@@ -162,7 +162,7 @@ def record(directory, *, iters: int | None = None, seconds: float | None = None,
             old.unlink()
     event = "cpu-clock" if os.geteuid() == 0 else "cpu-clock:u"
     cmd = [perf, "record", "-e", event, "-F", str(freq), "-k", "CLOCK_MONOTONIC", "--call-graph", call_graph,
-           "-o", str(data), "--", str(bench.resolve()), *_bench_args(iters, seconds, threads, warmup),
+           "-o", str(data), "--", str(bench.resolve()), *_bench_args(iters, seconds, threads, warmup, batch),
            "--timeline", str(tl.resolve())]
     t = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -173,7 +173,7 @@ def record(directory, *, iters: int | None = None, seconds: float | None = None,
     script = _perf_script(perf, data)
     run = Run("perf", " ".join(_shown(cmd)), forwards, us, nthreads, wall, freq, call_graph)
     timeline = Timeline.from_bytes(tl.read_bytes()) if tl.exists() else None
-    prof = attribute(parse_perf_script(script), kernels_from_meta(meta), meta["name"], timeline,
+    prof = attribute(parse_perf_script(script), kernels_from_meta(meta, batch or None), meta["name"], timeline,
                      root=bench.name)
     write_report(o, prof, run, meta)
     return prof, run, o
@@ -404,14 +404,25 @@ def format_report(prof: Profile, run: Run, meta: dict) -> str:
     return "\n".join(_header(prof, run, meta) + [""] + _layer_table(prof, run) + [""] + _self_table(prof)) + "\n"
 
 
+def _run_batch(run: Run, meta: dict) -> int | None:
+    """The batch the bench ran (a module compiled with a dynamic batch): its --batch, else the maximum."""
+    if not meta.get("batch"):
+        return None
+    words = run.command.split()
+    return int(words[words.index("--batch") + 1]) if "--batch" in words[:-1] else int(meta["batch"]["maximum"])
+
+
 def _header(prof: Profile, run: Run, meta: dict) -> list[str]:
     tl = prof.timeline
+    batch = _run_batch(run, meta)
+    flops = sum(r.kernel.flops for r in prof.layers)      # at the run's batch (kernels_from_meta)
     placed = ", ".join(f"{n:,.0f} by {how}" for how, n in sorted(prof.placed_by.items()))
     where = (f" (timeline: {len(tl):,} kernel calls in {tl.forwards():,} forwards)" if tl else
              " (no timeline: wall time estimated from the calling thread's samples)")
     return [
         f"mxcc perf: {meta['name']} ({meta.get('source', '?')}), {len(prof.layers)} kernels, "
-        f"{sum(r.kernel.flops for r in prof.layers) / 1e6:,.3f} MFLOP per forward",
+        f"{flops / 1e6:,.3f} MFLOP per forward"
+        + (f" (batch {batch} of at most {meta['batch']['maximum']})" if batch is not None else ""),
         f"run      : {run.command}",
         f"bench    : {run.forwards:,} forwards (warm-up included), {run.us_per_forward:,.1f} us per forward, "
         f"{run.threads} threads, {run.wall_s:.2f} s wall",
@@ -482,7 +493,7 @@ def write_report(o: Path, prof: Profile, run: Run, meta: dict) -> None:
 
 # -- perf stat -------------------------------------------------------------------------------------------
 def stat(directory, *, iters: int | None = None, seconds: float | None = None, threads: int = 0,
-         out=None, warmup: int = WARMUP) -> tuple[str, Path]:
+         out=None, warmup: int = WARMUP, batch: int = 0) -> tuple[str, Path]:
     """`perf stat` on the bench: wall time, task-clock, context switches, page faults, hardware counters."""
     perf = _require_perf()
     meta = load_meta(directory)
@@ -491,7 +502,7 @@ def stat(directory, *, iters: int | None = None, seconds: float | None = None, t
     suffix = "" if os.geteuid() == 0 else ":u"
     csv = o / "stat.csv"
     cmd = [perf, "stat", "-x", ",", "-o", str(csv), "-e", ",".join(e + suffix for e in STAT_EVENTS), "--",
-           str(bench.resolve()), *_bench_args(iters, seconds, threads, warmup)]
+           str(bench.resolve()), *_bench_args(iters, seconds, threads, warmup, batch)]
     t = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t
@@ -570,7 +581,8 @@ def main(args) -> int:
         print(f"  open {o / 'flame.svg'} in a browser; speedscope and flamegraph.pl read {o / 'stacks.folded'}")
         return 0
     if args.stat:
-        text, o = stat(args.dir, iters=args.iters, seconds=args.seconds, threads=args.threads, out=args.out)
+        text, o = stat(args.dir, iters=args.iters, seconds=args.seconds, threads=args.threads, out=args.out,
+                       batch=args.batch)
         print(text, end="")
         print(f"wrote {o / 'stat.txt'}")
         return 0
@@ -579,7 +591,7 @@ def main(args) -> int:
                                      out=args.out, freq=freq)
     else:
         prof, run, o = record(args.dir, iters=args.iters, seconds=args.seconds, threads=args.threads,
-                              call_graph=args.call_graph, out=args.out, freq=freq)
+                              call_graph=args.call_graph, out=args.out, freq=freq, batch=args.batch)
     print((o / "layers.txt").read_text(), end="")
     files = ["perf.data", "timeline.bin"] if run.tool == "perf" else ["pyspy.raw"]
     print(f"\nwrote {o}/: {', '.join(files + ['stacks.folded', 'flame.svg', 'layers.txt'])}")

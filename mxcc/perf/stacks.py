@@ -60,10 +60,14 @@ class Kernel:
     phase: str = "forward"
 
 
-def kernels_from_meta(meta: dict) -> list[Kernel]:
-    """The kernels listed in module.json, in their index order (the timeline's `kernel` field)."""
+def kernels_from_meta(meta: dict, batch: int | None = None) -> list[Kernel]:
+    """The kernels listed in module.json, in their index order (the timeline's `kernel` field). `batch`: the
+    batch of the run (a dynamic batch), whose FLOPs are module.json's flops_batch a*N + b at it."""
+    def flops(k):
+        ab = k.get("flops_batch")
+        return int(ab[0] * batch + ab[1]) if batch and ab else int(k.get("flops", 0))
     return [Kernel(i, k["name"], k["function"], tuple(k.get("members", ())), tuple(k.get("ops", ())),
-                   int(k.get("flops", 0)), k.get("phase", "forward"))
+                   flops(k), k.get("phase", "forward"))
             for i, k in enumerate(meta.get("kernels", []))]
 
 
@@ -224,7 +228,8 @@ class Timeline:
     @classmethod
     def from_bytes(cls, data: bytes) -> "Timeline":
         import numpy as np
-        dt = np.dtype([("kernel", "<i4"), ("phase", "<i4"), ("t0_ns", "<u8"), ("t1_ns", "<u8")])
+        dt = np.dtype([("kernel", "<i4"), ("phase", "<i4"), ("t0_ns", "<u8"), ("t1_ns", "<u8"), ("batch", "<i4"),
+                       ("reserved", "<i4")])   # runtime_c/prof.h's mxcc_prof_event
         arr = np.frombuffer(data[: len(data) // dt.itemsize * dt.itemsize], dt)
         return cls.from_events(zip(arr["kernel"].tolist(), arr["phase"].tolist(), arr["t0_ns"].tolist(),
                                    arr["t1_ns"].tolist()))

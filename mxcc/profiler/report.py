@@ -66,6 +66,10 @@ class NetTables:
         names = sorted(set(self.pass_names))
         self.pass_group = np.array([names.index(n) for n in self.pass_names] or [0])
         self.flops = np.array([float(k.get("flops") or 0) for k in kernels] or [0.0])
+        # a dynamic batch: FLOPs a*N + b at the call's batch N (kernels whose work does not depend on it: a = 0)
+        self.flops_n = np.array([k.get("flops_batch") or [0.0, float(k.get("flops") or 0)] for k in kernels]
+                                or [[0.0, 0.0]], dtype=np.float64)
+        self.dynamic = any("flops_batch" in k for k in kernels)
         self.bytes = np.array([float(k.get("bytes") or 0) for k in kernels] or [0.0])
         bufs = _arena_buffers(meta)
         steps = max(len(kernels), 1)
@@ -81,9 +85,10 @@ class NetTables:
         self.after_total = self.after.sum(axis=1)
         self._prefix: dict[tuple[int, int, int], str] = {}
 
-    def x_format(self, pid: int, kernel: int, phase: int) -> str:
-        """The %-format of kernel's X event (ts, dur, GFLOP/s, GB/s left open): built once, reused."""
-        key = (pid, kernel, phase)
+    def x_format(self, pid: int, kernel: int, phase: int, batch: int = 0, flops: float = 0.0) -> str:
+        """The %-format of kernel's X event (ts, dur, GFLOP/s, GB/s left open): built once, reused. `batch`
+        (a dynamic batch's call, > 0): args `batch` and the FLOPs at it."""
+        key = (pid, kernel, phase, batch)
         fmt = self._prefix.get(key)
         if fmt is None:
             k = self.kernels[kernel]
@@ -92,6 +97,8 @@ class NetTables:
                         members=k.get("members", []), inputs=k.get("inputs", []),
                         outputs=k.get("outputs", []), flops=k.get("flops", 0), bytes=k.get("bytes", 0),
                         arena_live_bytes=int(self.during_total[kernel]), arena_live=live)
+            if batch:
+                args.update(batch=batch, flops=int(flops))
             fmt = (f'{{"name":{_J(self.layers[kernel])},"cat":{_J(self.types[kernel])},"ph":"X",'
                    f'"pid":{pid},"tid":{phase + 1},"ts":\x00,"dur":\x00,"args":{_J(args)[:-1]},'
                    f'"GFLOP/s":\x00,"GB/s":\x00}}}}').replace("%", "%%").replace("\x00", "%.3f")
@@ -123,12 +130,15 @@ def trace_events(ev: np.ndarray, net: NetTables, pid: int, origin_ns: int, state
     per_ns = 1.0 / np.maximum(dur_ns, 1)
     new_pass = np.zeros(len(k_arr), bool)
     new_pass[pass_starts(ev, net.pass_group)] = True
+    batch = ev["batch"].astype(np.int64) if net.dynamic and "batch" in ev.dtype.names else np.zeros(len(k_arr), np.int64)
+    flops = np.where(batch > 0, net.flops_n[k_arr, 0] * batch + net.flops_n[k_arr, 1], net.flops[k_arr])
     rows = zip(k_arr.tolist(), ev["phase"].tolist(), (start_ns / 1e3).tolist(), (dur_ns / 1e3).tolist(),
-               (net.flops[k_arr] * per_ns).tolist(), (net.bytes[k_arr] * per_ns).tolist(), new_pass.tolist())
+               (flops * per_ns).tolist(), (net.bytes[k_arr] * per_ns).tolist(), new_pass.tolist(), batch.tolist(),
+               flops.tolist())
     x_out: list[str] = []
     c_out: list[str] = []
     pending: list[str] = []          # the current pass's kernel events, written after its slice
-    cur = None                       # [phase, last kernel, ts of first, end of last, count, snapshot]
+    cur = None                       # [phase, last kernel, ts of first, end of last, count, snapshot, batch]
     name_net = _J(net.net)
     arena_fmt = f'{{"name":"arena in use","cat":"memory","ph":"C","pid":{pid},"tid":1,"ts":%.3f,"args":{{"bytes":%d}}}}'
 
@@ -140,7 +150,7 @@ def trace_events(ev: np.ndarray, net: NetTables, pid: int, origin_ns: int, state
     def close():
         if cur is None:
             return
-        ph, k, a, b, n, snap = cur
+        ph, k, a, b, n, snap, nb = cur
         state.passes[ph] += 1
         name = net.pass_names[k]
         if memory:
@@ -149,18 +159,19 @@ def trace_events(ev: np.ndarray, net: NetTables, pid: int, origin_ns: int, state
                 tensors(b, net.after[k])
         x_out.append(f'{{"name":{_J(name)},"cat":"pass","ph":"X","pid":{pid},"tid":{ph + 1},'
                      f'"ts":{a:.3f},"dur":{b - a:.3f},'
-                     f'"args":{{"net":{name_net},"pass":{state.passes[ph]},"kernels":{n}}}}}')
+                     f'"args":{{"net":{name_net},"pass":{state.passes[ph]},"kernels":{n}'
+                     + (f',"batch":{nb}' if nb else "") + '}}')
         x_out.extend(pending)
         pending.clear()
 
-    for k, ph, ts, dur, gflops, gbytes, first in rows:
+    for k, ph, ts, dur, gflops, gbytes, first, nb, fl in rows:
         if first:
             close()
             snap = memory and bool(net.tensors) and not state.snapshot_done[ph]
             state.snapshot_done[ph] = state.snapshot_done[ph] or snap
-            cur = [ph, k, ts, ts + dur, 0, snap]
+            cur = [ph, k, ts, ts + dur, 0, snap, nb]
         cur[1], cur[3], cur[4] = k, ts + dur, cur[4] + 1
-        pending.append(net.x_format(pid, k, ph) % (ts, dur, gflops, gbytes))
+        pending.append(net.x_format(pid, k, ph, nb, fl) % (ts, dur, gflops, gbytes))
         if memory:
             c_out.append(arena_fmt % (ts, net.during_total[k]))
             if cur[5]:

@@ -431,7 +431,8 @@ class Module:
         return np.ascontiguousarray(a)
 
     # -- profiler hooks (mxcc.profiler drives these) --------------------------------------------------------
-    PROF_DTYPE = np.dtype([("kernel", "<i4"), ("phase", "<i4"), ("t0_ns", "<u8"), ("t1_ns", "<u8")])
+    PROF_DTYPE = np.dtype([("kernel", "<i4"), ("phase", "<i4"), ("t0_ns", "<u8"), ("t1_ns", "<u8"),
+                           ("batch", "<i4"), ("reserved", "<i4")])   # runtime_c/prof.h's mxcc_prof_event
 
     @property
     def kernels(self) -> list[dict]:

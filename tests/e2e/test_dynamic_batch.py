@@ -39,6 +39,7 @@ def test_extent_arithmetic_and_its_c():
     cond = m >= 1 << 15
     assert c_text(str(cond)) == "((784 * N) >= 32768)"
     assert [cond.at(k) for k in (1, 41, 42, 64)] == [False, False, True, True] and cond.at_max
+    assert (128 * n >= 1 << 15) is False and (n >= 1) is True    # the same for every batch 1..64: decided now
     with pytest.raises(BatchDecision):      # a Python decision on the batch must be made explicitly
         bool(cond)
     with pytest.raises(BatchDecision):
@@ -178,3 +179,31 @@ def test_partial_last_batch_trains_as_mxnet():
     for p, w in ex.arg_dict.items():
         if p not in ("X", "label"):
             assert rel_err(w, ref[f"weight:{p}"]) <= 1e-5, p
+
+
+# -- the profiler ---------------------------------------------------------------------------------------------
+@needs_gcc
+def test_profiler_trace_gives_each_call_its_batch(tmp_path):
+    import json
+    from mxcc import profiler
+    symbol, params = _net("mlp")
+    dyn = mxcc.compile(symbol, {"X": (64, 784)}, params, dynamic_batch=True)
+    x = np.zeros((64, 784), np.float32)
+    profiler._reset()
+    try:
+        profiler.set_config(filename=tmp_path / "p.json", continuous_dump=False, aggregate_stats=True)
+        profiler.set_state("run")
+        for n in (3, 64, 1):
+            dyn.forward(X=x[:n])
+        profiler.set_state("stop")
+        profiler.dump()
+    finally:
+        profiler._reset()
+    events = json.loads((tmp_path / "p.json").read_text())["traceEvents"]
+    passes = [e for e in events if e.get("cat") == "pass"]
+    assert [p["args"]["batch"] for p in passes] == [3, 64, 1]
+    fc0 = [e for e in events if e.get("ph") == "X" and e.get("cat") == "FullyConnected+Activation"
+           and e["args"].get("function") == "mlp_fullyconnected0"]
+    per_row = 2 * 784 * 128 + 2 * 128           # per sample: multiply-adds, bias, ReLU
+    assert [e["args"]["batch"] for e in fc0] == [3, 64, 1]
+    assert [e["args"]["flops"] for e in fc0] == [per_row * n for n in (3, 64, 1)]

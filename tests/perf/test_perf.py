@@ -214,7 +214,8 @@ def test_attribution_without_timeline_splits_runtime_regions():
 
 def test_timeline_roundtrip_and_locate():
     import numpy as np
-    arr = np.array(EVENTS, dtype=[("kernel", "<i4"), ("phase", "<i4"), ("t0_ns", "<u8"), ("t1_ns", "<u8")])
+    arr = np.array([e + (0, 0) for e in EVENTS], dtype=[("kernel", "<i4"), ("phase", "<i4"), ("t0_ns", "<u8"),
+                                                      ("t1_ns", "<u8"), ("batch", "<i4"), ("reserved", "<i4")])
     tl = Timeline.from_bytes(arr.tobytes())
     assert len(tl) == 8 and tl.forwards() == 2
     assert tl.locate(T + 550_000) == (1, True)
@@ -370,7 +371,7 @@ def test_bench_seconds_and_timeline(mlp_dir, tmp_path):
                          capture_output=True, text=True)
     assert "(7 iters," in out.stdout
     t = Timeline.from_bytes(tl.read_bytes())
-    assert tl.stat().st_size == 9 * 4 * 24 and t.forwards() == 9
+    assert tl.stat().st_size == 9 * 4 * 32 and t.forwards() == 9
     assert t.kernel[:4] == [0, 1, 2, 3] and all(a < b for a, b in zip(t.t0, t.t1))
 
 
