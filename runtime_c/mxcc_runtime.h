@@ -122,6 +122,10 @@ int mxcc_api_find_slot(const mxcc_net *net, const char *kind, const char *name);
 /* Index of the slot of output `index`, or -1. */
 int mxcc_api_output_slot(const mxcc_net *net, int index);
 int mxcc_api_num_outputs(const mxcc_net *net);
+/* Slot s's shape and size at the context's batch (a network compiled with a dynamic batch: <net>_set_batch;
+ * otherwise the compiled ones). set_input and get_output take buffers of this size. */
+size_t mxcc_api_slot_size(const mxcc_net *net, const mxcc_ctx *ctx, int s);
+void mxcc_api_slot_shape(const mxcc_net *net, const mxcc_ctx *ctx, int s, long long shape[8]);
 
 /* NULL on failure, with a message in err. Per-thread buffers are sized for `threads` threads (<= 0:
  * mxcc_default_threads()); scratch_floats is the kernels' scratch for that many. */

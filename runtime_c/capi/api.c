@@ -245,6 +245,23 @@ static float *owned_buffer(const mxcc_net *net, mxcc_ctx *ctx, int s, char *err,
     return h->owned[s];
 }
 
+size_t mxcc_api_slot_size(const mxcc_net *net, const mxcc_ctx *ctx, int s)
+{
+    const mxcc_slot_info *slot = &net->slots[s];
+    if (net->max_batch && slot->batch_factor)
+        return slot->size / (size_t)net->max_batch * (size_t)ctx->batch;
+    return slot->size;
+}
+
+void mxcc_api_slot_shape(const mxcc_net *net, const mxcc_ctx *ctx, int s, long long shape[8])
+{
+    const mxcc_slot_info *slot = &net->slots[s];
+    for (int d = 0; d < slot->ndim; d++)
+        shape[d] = slot->shape[d];
+    if (net->max_batch && slot->batch_factor)
+        shape[slot->batch_axis] = (long long)slot->batch_factor * ctx->batch;
+}
+
 int mxcc_api_set_input(const mxcc_net *net, mxcc_ctx *ctx, const char *name, const float *data, size_t size,
                        char *err, size_t errlen)
 {
@@ -259,10 +276,13 @@ int mxcc_api_set_input(const mxcc_net *net, mxcc_ctx *ctx, const char *name, con
                    net->name, names);
     }
     const mxcc_slot_info *slot = &net->slots[s];
-    if (size != slot->size) {
+    const size_t want = mxcc_api_slot_size(net, ctx, s);
+    if (size != want) {
         char shp[160];
-        return say(err, errlen, "input '%s' was given %zu floats, expected %zu (shape %s)", name, size, slot->size,
-                   shape_str(shp, sizeof shp, slot->ndim, slot->shape, NULL));
+        long long shape[8];
+        mxcc_api_slot_shape(net, ctx, s, shape);
+        return say(err, errlen, "input '%s' was given %zu floats, expected %zu (shape %s)", name, size, want,
+                   shape_str(shp, sizeof shp, slot->ndim, shape, NULL));
     }
     if (!data)
         return say(err, errlen, "input '%s': no data (NULL)", name);
@@ -307,10 +327,13 @@ int mxcc_api_get_output(const mxcc_net *net, mxcc_ctx *ctx, int index, float *ds
         return say(err, errlen, "network '%s' has %d outputs, no output %d", net->name, mxcc_api_num_outputs(net),
                    index);
     const mxcc_slot_info *slot = &net->slots[s];
-    if (size != slot->size) {
+    const size_t have = mxcc_api_slot_size(net, ctx, s);
+    if (size != have) {
         char shp[160];
+        long long shape[8];
+        mxcc_api_slot_shape(net, ctx, s, shape);
         return say(err, errlen, "output %d ('%s') has %zu floats (shape %s), the buffer given has room for %zu",
-                   index, slot->name, slot->size, shape_str(shp, sizeof shp, slot->ndim, slot->shape, NULL), size);
+                   index, slot->name, have, shape_str(shp, sizeof shp, slot->ndim, shape, NULL), size);
     }
     if (!ctx->slots[s])
         return say(err, errlen, "output %d ('%s'): no forward has run", index, slot->name);

@@ -56,9 +56,13 @@ static const char *shape_text(char *buf, size_t n, const uint32_t *d32, const lo
 }
 
 /* The input shapes a create or reshape asks for: each key an input of the network, each shape the compiled one. */
+/* The shapes given for the inputs: the compiled ones, or with a dynamic batch the same batch 1..max on each
+ * input's batch axis (*batch: it; the maximum when no given input carries it). */
 static int check_inputs(const mxcc_net *net, uint32_t n, const char **keys, const uint32_t *indptr,
-                        const uint32_t *data)
+                        const uint32_t *data, long *batch)
 {
+    *batch = net->max_batch;
+    const char *first = NULL;
     if (n && (!keys || !indptr || !data))
         return fail("mxcc: input_keys, input_shape_indptr and input_shape_data must not be NULL");
     if (n && indptr[0] != 0)
@@ -79,12 +83,27 @@ static int check_inputs(const mxcc_net *net, uint32_t n, const char **keys, cons
         const mxcc_slot_info *slot = &net->slots[s];
         const uint32_t ndim = indptr[i + 1] - indptr[i];
         int same = ndim == (uint32_t)slot->ndim;
+        if (same && net->max_batch && slot->batch_factor) {     /* a dynamic batch: this input's says which */
+            const uint32_t b = data[indptr[i] + slot->batch_axis];
+            const long nb = b % (uint32_t)slot->batch_factor ? 0 : (long)(b / (uint32_t)slot->batch_factor);
+            if (nb < 1 || nb > net->max_batch)
+                return fail("mxcc: input '%s' has batch %u on axis %d: this library runs batches 1..%ld", keys[i], b,
+                            slot->batch_axis, net->max_batch);
+            if (first && nb != *batch)
+                return fail("mxcc: input '%s' has batch %ld but '%s' has %ld: every input has the same batch",
+                            keys[i], nb, first, *batch);
+            *batch = nb;
+            first = keys[i];
+        }
         for (uint32_t d = 0; same && d < ndim; d++)
-            same = data[indptr[i] + d] == (uint64_t)slot->shape[d];
+            same = data[indptr[i] + d] == (uint64_t)slot->shape[d]
+                   || (net->max_batch && slot->batch_factor && (int)d == slot->batch_axis);
         if (!same) {
             char got[200], want[200];
-            return fail("mxcc: input '%s' has shape %s; this library was compiled for %s (it runs the compiled "
-                        "shape only: compile the network again with that shape)", keys[i],
+            return fail(net->max_batch ? "mxcc: input '%s' has shape %s; this library was compiled for %s, any batch "
+                        "up to it" : "mxcc: input '%s' has shape %s; this library was compiled for %s (it runs the "
+                        "compiled shape only: compile the network again with that shape, or with --dynamic-batch)",
+                        keys[i],
                         shape_text(got, sizeof got, data + indptr[i], NULL, ndim > 8 ? 8 : (int)ndim),
                         shape_text(want, sizeof want, NULL, slot->shape, slot->ndim));
         }
@@ -99,9 +118,9 @@ static int zero_inputs(const mxcc_net *net, mxcc_ctx *ctx)
     for (int s = 0; s < net->num_slots; s++) {
         if (strcmp(net->slots[s].kind, "input"))
             continue;
-        float *zeros = calloc(net->slots[s].size ? net->slots[s].size : 1, sizeof(float));
-        const int rc = zeros ? mxcc_api_set_input(net, ctx, net->slots[s].name, zeros, net->slots[s].size, err,
-                                                  sizeof err) : -1;
+        const size_t size = mxcc_api_slot_size(net, ctx, s);   /* at the context's batch */
+        float *zeros = calloc(size ? size : 1, sizeof(float));
+        const int rc = zeros ? mxcc_api_set_input(net, ctx, net->slots[s].name, zeros, size, err, sizeof err) : -1;
         free(zeros);
         if (rc)
             return fail("mxcc: %s", zeros ? err : "out of memory");
@@ -134,7 +153,8 @@ static void release(weights *w, const mxcc_net *net)
 }
 
 /* A clone predictor of `like` (same weights and outputs), its inputs zeros. */
-static predictor *clone_of(const predictor *like)
+/* A predictor of like's network and outputs on a context of its own, at `batch` (a dynamic batch; else 0). */
+static predictor *clone_of(const predictor *like, long batch)
 {
     char err[512];
     mxcc_ctx *ctx = mxcc_api_ctx_clone(like->net, like->w->base, err, sizeof err);
@@ -142,6 +162,8 @@ static predictor *clone_of(const predictor *like)
         fail("mxcc: %s", err);
         return NULL;
     }
+    if (batch)
+        like->net->set_batch(ctx, batch);
     if (zero_inputs(like->net, ctx)) {
         like->net->ctx_free(ctx);
         return NULL;
@@ -203,7 +225,8 @@ static int create(const char *json, const void *param_bytes, int param_size, int
         return fail("mxcc: no params (param_bytes %p, param_size %d)", param_bytes, param_size);
     if (mxcc_symbol_check(model->symbol, json, err, sizeof err))
         return fail("mxcc: %s", err);
-    if (check_inputs(net, num_inputs, keys, indptr, data))
+    long batch;
+    if (check_inputs(net, num_inputs, keys, indptr, data, &batch))
         return -1;
     predictor first = {.net = net};
     if (select_outputs(net, num_outputs, output_keys, &first))
@@ -216,6 +239,8 @@ static int create(const char *json, const void *param_bytes, int param_size, int
         free(w);
         return fail("mxcc: %s", err);
     }
+    if (batch)
+        net->set_batch(w->base, batch);
     int rc = mxcc_api_load_params_bytes(net, w->base, param_bytes, (size_t)param_size, MXCC_API_ALLOW_EXTRA, err,
                                         sizeof err);
     if (rc)
@@ -233,7 +258,7 @@ static int create(const char *json, const void *param_bytes, int param_size, int
     }
     out[0] = p0;
     for (int i = 1; i < count; i++) {
-        if (!(out[i] = clone_of(p0))) {
+        if (!(out[i] = clone_of(p0, batch))) {
             char why[sizeof last_error];
             memcpy(why, last_error, sizeof why);
             for (int k = 0; k < i; k++)
@@ -308,9 +333,10 @@ int MXPredReshape(uint32_t num_input_nodes, const char **input_keys, const uint3
         return -1;
     if (!out)
         return fail("mxcc: the output handle pointer is NULL");
-    if (check_inputs(p->net, num_input_nodes, input_keys, input_shape_indptr, input_shape_data))
+    long batch;
+    if (check_inputs(p->net, num_input_nodes, input_keys, input_shape_indptr, input_shape_data, &batch))
         return -1;
-    return (*out = clone_of(p)) ? 0 : -1;
+    return (*out = clone_of(p, batch)) ? 0 : -1;
 }
 
 int MXPredGetOutputShape(PredictorHandle h, uint32_t index, uint32_t **shape_data, uint32_t *shape_ndim)
@@ -322,9 +348,12 @@ int MXPredGetOutputShape(PredictorHandle h, uint32_t index, uint32_t **shape_dat
         return fail("mxcc: output index %u out of range (this predictor has %d outputs)", index, p->num_outputs);
     if (!shape_data || !shape_ndim)
         return fail("mxcc: MXPredGetOutputShape: NULL result pointer");
-    const mxcc_slot_info *slot = &p->net->slots[mxcc_api_output_slot(p->net, p->outputs[index])];
+    const int s = mxcc_api_output_slot(p->net, p->outputs[index]);
+    const mxcc_slot_info *slot = &p->net->slots[s];
+    long long shape[8];
+    mxcc_api_slot_shape(p->net, p->ctx, s, shape);     /* at the predictor's batch */
     for (int d = 0; d < slot->ndim; d++)
-        p->shape[d] = (uint32_t)slot->shape[d];
+        p->shape[d] = (uint32_t)shape[d];
     *shape_data = p->shape;
     *shape_ndim = (uint32_t)slot->ndim;
     return 0;

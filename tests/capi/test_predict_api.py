@@ -134,3 +134,22 @@ def test_the_rest_of_the_api(clients, reference, tmp_path):
     assert {k for k, v in lines.items() if v == "refused"} == refused, r.stdout
     assert "dev_type 2 is not available: this library runs on the CPU only" in r.stdout
     assert "ndlist mean_img 3 1 28 28 0.000000" in r.stdout
+
+
+def test_a_dynamic_batch_library_runs_each_batch_mxnet_gives(reference, tmp_path):
+    """A library compiled with a dynamic batch (max 8): MXPredCreate with a batch of 1 or 2 runs that batch
+    (MXNet's rows), MXPredGetOutputShape says it, and a batch over the maximum is refused."""
+    import mxcc
+    from capi_helpers import build_c as build
+    sym, params, x, ref = reference["lenet"]
+    mxcc.compile(sym, {"data": (8, 1, 28, 28)}, params, dynamic_batch=True, out_dir=tmp_path / "lenet")
+    client = build(tmp_path / "client", [HERE / "predict_client.c"], tmp_path / "lenet", "lenet")
+    for n in (1, 2):
+        x[:n].tofile(tmp_path / "in.bin")
+        r = run([client, "run", sym, params, "data", f"{n},1,28,28", tmp_path / "in.bin", tmp_path / "out.bin"])
+        assert r.stdout.strip() == f"output shape {n} 10"
+        assert rel_err(np.fromfile(tmp_path / "out.bin", np.float32).reshape(n, 10), ref[:n]) <= 2e-5
+    msg = _refusal(client, "create", sym, params, "data", "9,1,28,28")
+    assert "batch 9 on axis 0: this library runs batches 1..8" in msg
+    msg = _refusal(client, "create", sym, params, "data", "2,1,28,27")
+    assert "compiled for (8, 1, 28, 28), any batch up to it" in msg
