@@ -20,7 +20,7 @@ from typing import Literal, Optional
 
 from mxcc.ops import register
 from mxcc.ops._pack import gemm_pack_b
-from mxcc.ops.fully_connected import prepack_pays, small_m_packed
+from mxcc.ops.fully_connected import prepack_pays, small_m_packed, unpacked_rows
 from mxcc.ops.base import Fusion, OpDef
 
 
@@ -69,7 +69,8 @@ def _gemm_vars(m, n, k, ta, tb, lda, ldb, what, ctx, *, batched=False) -> dict:
     return dict(m=m, n=n, k=k, trans_a="MXCC_TRANS" if ta else "MXCC_NO_TRANS",
                 trans_b="MXCC_TRANS" if tb else "MXCC_NO_TRANS", a="lhs", lda=lda, b="rhs", ldb=ldb,
                 c="out", ldc=n, epilogue=ctx.gemm_epilogue(bias=None, per_row=False), what=what,
-                **({} if batched else {"bp": bp, "small_m": small_m_packed(m)}))
+                **({} if batched else {"bp": bp, "small_m": small_m_packed(m),
+                                       "unpacked": unpacked_rows(m, k, ta, tb, bp is not None)}))
 
 
 def _dot_lower(a: DotAttrs, ctx):

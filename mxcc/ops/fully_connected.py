@@ -52,7 +52,7 @@ GEMM_SMALL_M, GEMM_SMALL_M_A = _gemm_config("MXCC_GEMM_SMALLM_MAX", "MXCC_GEMM_S
 def gemm_small_m(m: int, k: int, trans_a: bool, trans_b: bool) -> bool:
     """Whether mxcc_gemm_f32 runs op(A) (m x k) . op(B) by its small-M path: mxcc_gemm_small_m in
     runtime_c/gemm/gemm_f32.c, the same condition (tests/runtime/test_gemm_small_m.py compares them)."""
-    return m <= GEMM_SMALL_M and m * k <= GEMM_SMALL_M_A and not trans_a and trans_b
+    return (m <= GEMM_SMALL_M) & (m * k <= GEMM_SMALL_M_A) & (not trans_a and trans_b)   # a Cond at a dynamic batch
 
 
 # One row (batch-1 inference) reads a constant weight packed at bind time too, through
@@ -68,6 +68,13 @@ def small_m_packed(m: int):
     op(A) is the same contiguous vector whether A is transposed or not. With a dynamic batch: a Cond, the
     template tests it at run time."""
     return m <= SMALL_M_PACKED
+
+
+def unpacked_rows(m, k: int, trans_a: bool, trans_b: bool, packed: bool):
+    """With B packed at bind time for a dynamic batch: whether a call's rows (m, an Extent of N) take the
+    GEMM's small-M path on B as it is (a Cond tested per call), as a module compiled for that batch would
+    not have packed B. 0 otherwise."""
+    return gemm_small_m(m, k, trans_a, trans_b) if packed and is_dynamic(m) else 0
 
 
 def prepack_pays(m: int, trans_b: bool, k: int, trans_a: bool = False) -> bool:
@@ -125,6 +132,7 @@ def _lower(a: FCAttrs, ctx):
         m=m, n=a.num_hidden, k=k, trans_a="MXCC_NO_TRANS", trans_b="MXCC_TRANS",
         a="data", lda=k, b="weight", ldb=k, c="out", ldc=a.num_hidden, small_m=small_m_packed(m),
         bp=ctx.packed_input("weight", gemm_pack_b(k, a.num_hidden, trans=True)) if prepack_pays(m, True, k) else None,
+        unpacked=unpacked_rows(m, k, False, True, prepack_pays(m, True, k) and "weight" in ctx.const),
         epilogue=ctx.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=False, ld_residual=a.num_hidden),
         what=f"out[{m},{a.num_hidden}] = data[{m},{k}] . weight[{a.num_hidden},{k}]^T",
     )
