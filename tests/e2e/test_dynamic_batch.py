@@ -207,3 +207,24 @@ def test_profiler_trace_gives_each_call_its_batch(tmp_path):
     per_row = 2 * 784 * 128 + 2 * 128           # per sample: multiply-adds, bias, ReLU
     assert [e["args"]["batch"] for e in fc0] == [3, 64, 1]
     assert [e["args"]["flops"] for e in fc0] == [per_row * n for n in (3, 64, 1)]
+
+
+@needs_gcc
+def test_train_program_runs_the_last_short_batch(tmp_path):
+    """<net>_train of a dynamic-batch build: 250 training images in batches of 100 are three steps (100, 100, 50),
+    and 50 validation images one forward of 50; its --timeline events carry each call's batch."""
+    from mxcc_testing import ROOT
+    mnist = ROOT / "examples" / "data" / "mnist"
+    d = DATA / "train" / "mlp"
+    out = tmp_path / "mlp"
+    mxcc.compile(d / "mlp-symbol.json", {"X": (100, 784), "label": (100,)}, train=True, dynamic_batch=True,
+                 optimizer=SGD(learning_rate=0.1, rescale_grad=1.0 / 100), out_dir=out, name="mlp")
+    r = subprocess.run([str(out / "mlp_train"), "--images", str(mnist / "t10k-images-idx3-ubyte.gz"), "--labels",
+                        str(mnist / "t10k-labels-idx1-ubyte.gz"), "--epochs", "1", "--train", "250", "--val", "50",
+                        "--timeline", str(tmp_path / "tl.bin")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("Epoch: 0 ")
+    ev = np.fromfile(tmp_path / "tl.bin", dtype=mxcc.Module.PROF_DTYPE)
+    updates = ev[ev["phase"] == 2]                  # one event per parameter per step
+    assert list(updates["batch"][::6]) == [100, 100, 50]
+    assert ev["batch"][-1] == 50                    # the validation forward
