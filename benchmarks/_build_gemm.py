@@ -75,8 +75,8 @@ def _declarations(header: Path, macros: frozenset[str]) -> str:
 
 
 def gemm_sources() -> list[Path]:
-    """Every C file of runtime_c/gemm/, in a stable order."""
-    return sorted(GEMM_DIR.glob("*.c"))
+    """Every C file of runtime_c/gemm/, in a stable order, and the thread pool its parallel paths run on."""
+    return sorted(GEMM_DIR.glob("*.c")) + [GEMM_DIR.parent / "pool" / "pool.c"]
 
 
 def build_gemm(build_dir: str | Path, module_name: str = "_mxcc_gemm", march: str = "native"):

@@ -34,7 +34,8 @@ def winograd_sources() -> list[Path]:
     """winograd_f32.c and what it calls of runtime_c/gemm/: the micro-kernels (each file compiles to nothing
     outside its ISA) and the epilogue."""
     gemm = RUNTIME / "gemm"
-    return [RUNTIME / "conv" / "winograd_f32.c", gemm / "epilogue_f32.c", *sorted(gemm.glob("ukernel_f32_*.c"))]
+    return [RUNTIME / "conv" / "winograd_f32.c", gemm / "epilogue_f32.c", *sorted(gemm.glob("ukernel_f32_*.c")),
+            RUNTIME / "pool" / "pool.c"]
 
 
 def _cdef() -> str:

@@ -20,6 +20,7 @@
 #include "rnn/mxcc_rnn.h"
 #include "nn/mxcc_nn.h"
 #include "params/mxcc_params.h"
+#include "pool/mxcc_pool.h"
 
 #define MXCC_NOINLINE __attribute__((noinline))
 #define MXCC_RESTRICT restrict

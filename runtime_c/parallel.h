@@ -21,6 +21,7 @@
 #endif
 
 #include "gemm/gemm_config.h"   /* MXCC_GEMM_MIN_FLOPS_PER_THREAD */
+#include "pool/mxcc_pool.h"     /* mxcc_parallel_chunks: the kernels' parallel loops */
 
 /* Below MIN_FLOPS_PER_THREAD per thread the fork/join costs more than the split saves (gemm_config.h):
  * serial under twice that, then one more thread per MIN_FLOPS_PER_THREAD. */
@@ -33,7 +34,7 @@ static inline int mxcc_threads_for(double flops, int max_threads)
 static inline int mxcc_threads_for_call(int parallel, double flops)
 {
 #ifdef _OPENMP
-    if (parallel && !omp_in_parallel())
+    if (parallel && !omp_in_parallel() && !mxcc_pool_in_chunk())
         return mxcc_threads_for(flops, omp_get_max_threads());
 #endif
     (void)parallel;

@@ -589,6 +589,27 @@ static long units_cost(long u0, long u1, long panels, long tail)
     return (u1 - u0 - tails) * 24 + tails * tail;
 }
 
+/* one thread's part of a split (mxcc_parallel_chunks): pixel units or weight panels */
+typedef struct split_job {
+    const problem *pb;
+    float *scratch;
+    long per_thread, units;
+    int nb, parts, split_pixels;
+} split_job;
+
+static void run_part(void *arg, long part, int worker)
+{
+    const split_job *j = arg;
+    float *s = j->scratch + worker * j->per_thread;
+    if (j->split_pixels) {
+        run_range(j->pb, s, mxcc_split_at(j->units, j->parts, (int)part), mxcc_split_at(j->units, j->parts, (int)part + 1),
+                  0, j->nb);
+    } else {
+        const int b0 = (int)mxcc_split_at(j->nb, j->parts, (int)part), b1 = (int)mxcc_split_at(j->nb, j->parts, (int)part + 1);
+        if (b1 > b0) run_range(j->pb, s, 0, j->units, b0, b1);
+    }
+}
+
 void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const float *wp, const mxcc_epilogue *ep,
                       float *y, float *scratch, int parallel)
 {
@@ -613,16 +634,6 @@ void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const floa
         if (c > busiest) busiest = c;
     }
     const long by_pixels = busiest * nb, by_weights = units_cost(0, units, panels, tail) * ((nb + nt - 1) / nt);
-    const int split_pixels = by_pixels <= by_weights;
-#pragma omp parallel num_threads(nt)
-    {
-        const int team = mxcc_num_threads(), tid = mxcc_thread_num();
-        float *s = scratch + tid * per_thread;
-        if (split_pixels) {
-            run_range(&pb, s, mxcc_split_at(units, team, tid), mxcc_split_at(units, team, tid + 1), 0, nb);
-        } else {
-            const int b0 = (int)mxcc_split_at(nb, team, tid), b1 = (int)mxcc_split_at(nb, team, tid + 1);
-            if (b1 > b0) run_range(&pb, s, 0, units, b0, b1);
-        }
-    }
+    split_job job = {&pb, scratch, per_thread, units, nb, nt, by_pixels <= by_weights};
+    mxcc_parallel_chunks(nt, nt, run_part, &job);   /* a part per thread; a late thread's part is the caller's */
 }

@@ -414,6 +414,23 @@ static void run_items(const plan *p, int O, const float *x, const float *wp, con
     }
 }
 
+
+/* one thread's range of work items (mxcc_parallel_chunks) */
+typedef struct direct_job {
+    const plan *p;
+    int O, parts;
+    const float *x, *wp;
+    const epi *e;
+    float *y, *scratch;
+    long items, per_thread;
+} direct_job;
+
+static void direct_part(void *arg, long part, int worker)
+{
+    const direct_job *j = arg;
+    run_items(j->p, j->O, j->x, j->wp, j->e, j->y, j->scratch + worker * j->per_thread,
+              mxcc_split_at(j->items, j->parts, (int)part), mxcc_split_at(j->items, j->parts, (int)part + 1));
+}
 void mxcc_conv_direct_f32(const mxcc_conv_geom *g, int batch, int O, const float *x, const float *wp,
                           const mxcc_epilogue *ep, float *y, float *scratch, int parallel)
 {
@@ -428,11 +445,6 @@ void mxcc_conv_direct_f32(const mxcc_conv_geom *g, int batch, int O, const float
         run_items(&p, O, x, wp, &e, y, scratch, 0, items);
         return;
     }
-    const long per_thread = thread_floats(&p);
-#pragma omp parallel num_threads(nt)
-    {
-        const int team = mxcc_num_threads(), tid = mxcc_thread_num();
-        run_items(&p, O, x, wp, &e, y, scratch + tid * per_thread, mxcc_split_at(items, team, tid),
-                  mxcc_split_at(items, team, tid + 1));
-    }
+    direct_job job = {&p, O, nt, x, wp, &e, y, scratch, items, thread_floats(&p)};
+    mxcc_parallel_chunks(nt, nt, direct_part, &job);   /* a part per thread; a late thread's by the caller */
 }

@@ -375,6 +375,31 @@ static void run_range(const mxcc_conv_geom *g, int O, const float *x, const floa
     }
 }
 
+
+/* one thread's part (mxcc_parallel_chunks): pixel panels, or weight panels when pixel panels are few */
+typedef struct packed_job {
+    const mxcc_conv_geom *g;
+    int O, nq, parts;
+    const float *x, *wp;
+    const mxcc_epilogue *ep;
+    float *y, *scratch;
+    long M, panels, per_thread;
+} packed_job;
+
+static void packed_part(void *arg, long part, int worker)
+{
+    const packed_job *j = arg;
+    float *s = j->scratch + worker * j->per_thread;
+    const int t = (int)part;
+    if (j->panels >= 2L * j->parts) {
+        run_range(j->g, j->O, j->x, j->wp, j->ep, j->y, s, j->M, mxcc_split_at(j->panels, j->parts, t),
+                  mxcc_split_at(j->panels, j->parts, t + 1), 0, j->nq);
+    } else {
+        /* too few pixel panels to share: each part gathers them all and takes a share of the weight panels */
+        const int q0 = (int)mxcc_split_at(j->nq, j->parts, t), q1 = (int)mxcc_split_at(j->nq, j->parts, t + 1);
+        if (q1 > q0) run_range(j->g, j->O, j->x, j->wp, j->ep, j->y, s, j->M, 0, j->panels, q0, q1);
+    }
+}
 void mxcc_conv_packed_f32(const mxcc_conv_geom *g, int batch, int O, const float *x, const float *wp,
                           const mxcc_epilogue *ep, float *y, float *scratch, int parallel)
 {
@@ -389,18 +414,6 @@ void mxcc_conv_packed_f32(const mxcc_conv_geom *g, int batch, int O, const float
         run_range(g, O, x, wp, ep, y, scratch, M, 0, panels, 0, nq);
         return;
     }
-#pragma omp parallel num_threads(nt)
-    {
-        const int team = mxcc_num_threads(), tid = mxcc_thread_num();
-        float *s = scratch + tid * per_thread;
-        if (panels >= 2L * team) {
-            run_range(g, O, x, wp, ep, y, s, M, mxcc_split_at(panels, team, tid), mxcc_split_at(panels, team, tid + 1),
-                      0, nq);
-        } else {
-            /* too few pixel panels to share: each thread gathers them all and takes a share of the
-             * weight panels */
-            const int q0 = (int)mxcc_split_at(nq, team, tid), q1 = (int)mxcc_split_at(nq, team, tid + 1);
-            if (q1 > q0) run_range(g, O, x, wp, ep, y, s, M, 0, panels, q0, q1);
-        }
-    }
+packed_job job = {g, O, nq, nt, x, wp, ep, y, scratch, M, panels, per_thread};
+    mxcc_parallel_chunks(nt, nt, packed_part, &job);   /* a part per thread; a late thread's by the caller */
 }

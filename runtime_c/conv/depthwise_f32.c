@@ -45,6 +45,23 @@ static void depthwise_plane_c(const mxcc_conv_geom *g, const float *xp, const fl
     }
 }
 
+
+#ifdef MXCC_DEPTHWISE_SIMD
+/* one thread's range of planes (mxcc_parallel_chunks) */
+typedef struct dw_job {
+    const dw_call *a;
+    dw_planes_fn *fn;
+    long planes;
+    int parts;
+} dw_job;
+
+static void dw_part(void *arg, long part, int worker)
+{
+    const dw_job *j = arg;
+    (void)worker;
+    j->fn(j->a, mxcc_split_at(j->planes, j->parts, (int)part), mxcc_split_at(j->planes, j->parts, (int)part + 1));
+}
+#endif
 void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
                              const mxcc_epilogue *ep, float *y, int parallel)
 {
@@ -68,11 +85,9 @@ void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x,
         if (planes_fn == NULL)
             planes_fn = mxcc_depthwise_rows_kernel(g);
         /* the planes split over the threads in equal ranges, as schedule(static) would */
-#pragma omp parallel if (parallel)
-        {
-            const int nt = mxcc_num_threads(), t = mxcc_thread_num();
-            planes_fn(&a, mxcc_split_at(planes, nt, t), mxcc_split_at(planes, nt, t + 1));
-        }
+        const int nt = parallel && !omp_in_parallel() && !mxcc_pool_in_chunk() ? omp_get_max_threads() : 1;
+        dw_job job = {&a, planes_fn, planes, nt};
+        mxcc_parallel_chunks(nt, nt, dw_part, &job);   /* a part per thread; a late thread's by the caller */
         return;
     }
 #endif

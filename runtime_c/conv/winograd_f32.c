@@ -774,6 +774,41 @@ static void output_block(const plan *p, long t0, long t1, int o0, int o1, const 
 
 /* ---- driver ---------------------------------------------------------------------------------------- */
 
+
+/* one thread's range of units (mxcc_parallel_chunks): tile blocks, or parts of their output channels */
+typedef struct wino_job {
+    const plan *p;
+    const float *u, *x;
+    const mxcc_epilogue *ep;
+    float *y, *scratch;
+    long units;
+    int nparts, npanels, bpanels, parts, O;
+} wino_job;
+
+static void wino_part(void *arg, long part, int worker)
+{
+    const wino_job *j = arg;
+    const plan *p = j->p;
+    float *s = j->scratch + worker * p->per_thread;
+    memset(s + p->zero_off, 0, (size_t)p->W * sizeof(float));
+    long have = -1;  /* the block whose V this thread's scratch holds */
+    for (long un = mxcc_split_at(j->units, j->parts, (int)part); un < mxcc_split_at(j->units, j->parts, (int)part + 1);
+         un++) {
+        const long b = un / j->nparts;
+        const int pp = (int)(un % j->nparts);
+        const long t0 = b * p->tb, t1 = min_l(p->tiles, t0 + p->tb);
+        if (b != have) {
+            input_block(p, j->x, t0, t1, s);
+            have = b;
+        }
+        const int pa = (int)((long)j->npanels * pp / j->nparts), pb = (int)((long)j->npanels * (pp + 1) / j->nparts);
+        for (int q0 = pa; q0 < pb; q0 += j->bpanels) {
+            const int q1 = (int)min_l(pb, q0 + j->bpanels);
+            gemm_block(p, j->u, t1 - t0, q0, q1, s);
+            output_block(p, t0, t1, q0 * NR, (int)min_l(j->O, (long)q1 * NR), j->ep, j->y, s);
+        }
+    }
+}
 void mxcc_winograd_f43_f32(const mxcc_conv_geom *g, int batch, int O, const float *x, const float *u,
                            const mxcc_epilogue *ep, float *y, float *scratch, int parallel)
 {
@@ -785,31 +820,12 @@ void mxcc_winograd_f43_f32(const mxcc_conv_geom *g, int batch, int O, const floa
         ep = NULL;
     const long nblocks = ceil_div(p->tiles, p->tb);
     const int npanels = (int)ceil_div(O, NR), bpanels = (int)(p->ob / NR);
-    int nt = (parallel && omp_get_level() == 0) ? omp_get_max_threads() : 1;   /* no flops rule: tiles are big */
+    int nt = (parallel && omp_get_level() == 0 && !mxcc_pool_in_chunk()) ? omp_get_max_threads() : 1;   /* no flops
+                                                                                       rule: tiles are big */
     /* units = (tile block, part of the output channels); parts only when blocks are few for the team */
     const int nparts = nt > 1 && nblocks < 2L * nt ? (int)min_l(npanels, ceil_div(2L * nt, nblocks)) : 1;
     const long units = nblocks * nparts;
     nt = (int)min_l(nt, units);
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        const int team = mxcc_num_threads(), tid = mxcc_thread_num();
-        float *s = scratch + tid * p->per_thread;
-        memset(s + p->zero_off, 0, (size_t)p->W * sizeof(float));
-        long have = -1;  /* the block whose V this thread's scratch holds */
-        for (long un = mxcc_split_at(units, team, tid); un < mxcc_split_at(units, team, tid + 1); un++) {
-            const long b = un / nparts;
-            const int part = (int)(un % nparts);
-            const long t0 = b * p->tb, t1 = min_l(p->tiles, t0 + p->tb);
-            if (b != have) {
-                input_block(p, x, t0, t1, s);
-                have = b;
-            }
-            const int pa = (int)((long)npanels * part / nparts), pb = (int)((long)npanels * (part + 1) / nparts);
-            for (int q0 = pa; q0 < pb; q0 += bpanels) {
-                const int q1 = (int)min_l(pb, q0 + bpanels);
-                gemm_block(p, u, t1 - t0, q0, q1, s);
-                output_block(p, t0, t1, q0 * NR, (int)min_l(O, (long)q1 * NR), ep, y, s);
-            }
-        }
-    }
+wino_job job = {p, u, x, ep, y, scratch, units, nparts, npanels, bpanels, nt, O};
+    mxcc_parallel_chunks(nt, nt, wino_part, &job);   /* a part per thread; a late thread's by the caller */
 }

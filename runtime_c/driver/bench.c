@@ -1,6 +1,7 @@
 /* The standalone benchmark of every network: <net>_bench is this file, linked with the network and a main of
  * one line (templates/bench.c.j2) that passes the network's descriptor (<net>_net, mxcc_net).
- *   <net>_bench [--iters N | --seconds S] [--warmup N] [--threads T] [--batch N] [--params FILE] [--input [NAME=]X.npy]...
+ *   <net>_bench [--iters N | --seconds S] [--warmup N] [--threads T] [--pool] [--batch N] [--params FILE]
+ *               [--input [NAME=]X.npy]...
  *               [--output [NAME=]Y.npy]... [--timeline FILE] [--profile FILE]
  * Binds every input and parameter to deterministic pseudo-random values in [-0.5, 0.5) (the time of a
  * forward does not depend on the values), unless --params (an MXNet .params file, read by the C reader and
@@ -9,7 +10,8 @@
  * forwards (or as many as fit in S seconds); --output writes an output of the last forward as .npy (NAME= or
  * its index, else the first output). --timeline appends each kernel call's [t0, t1) (CLOCK_MONOTONIC ns, raw
  * mxcc_prof_event records) to FILE: `mxcc perf` uses it to place every perf sample, OpenMP workers' too, in its
- * kernel. --batch N: a network compiled with a dynamic batch runs batch N (default: its maximum); --input and
+ * kernel. --pool runs the runtime kernels' parallel work on mxcc's thread pool instead of OpenMP regions
+ * (runtime_c/pool/mxcc_pool.h: what a machine shared with other processes needs). --batch N: a network compiled with a dynamic batch runs batch N (default: its maximum); --input and
  * --output files then have that batch. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,7 +133,7 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: %s [--iters N | --seconds S] [--warmup N] [--threads T] [--batch N] [--params FILE]"
+            printf("usage: %s [--iters N | --seconds S] [--warmup N] [--threads T] [--pool] [--batch N] [--params FILE]"
                    " [--input [NAME=]X.npy]... [--output [NAME=]Y.npy]... [--timeline FILE] [--profile FILE]\n",
                    argv[0]);
             return 0;
@@ -158,6 +160,9 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
         return 2;
     }
     mxcc_set_num_threads(threads);
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--pool"))
+            mxcc_pool_enable(1);   /* the kernels' jobs on mxcc's pool, not OpenMP regions (pool/mxcc_pool.h) */
     char err[1024];
     mxcc_ctx *ctx = net->ctx_create(err, sizeof err);
     void **owned = calloc((size_t)net->num_slots + 1, sizeof *owned);   /* the buffers this program allocated */

@@ -265,25 +265,50 @@ static void small_m_columns(const gemm_problem *g, int j0, int j1)
     }
 }
 
+typedef struct small_m_job {
+    const gemm_problem *g;
+    int parts;
+} small_m_job;
+
+/* part `part` of the columns, in groups of 4 (the rowdot register tile) */
+static void small_m_part(void *arg, long part, int worker)
+{
+    const small_m_job *j = arg;
+    (void)worker;
+    int j0, j1;
+    split_range(ceil_div(j->g->N, 4), j->parts, (int)part, &j0, &j1);
+    j0 *= 4;
+    j1 = min_int(j1 * 4, j->g->N);
+    if (j0 < j1) {
+        small_m_columns(j->g, j0, j1);
+    }
+}
+
 static void gemm_small_m(const gemm_problem *g, int nt)
 {
     if (nt == 1) {
-        /* no parallel region at all: entering one, even of 1 thread, costs ~0.5 us, 10% of batch-1 784->128 */
+        /* no parallel job at all: even an empty one costs, 10% of batch-1 784->128 */
         small_m_columns(g, 0, g->N);
         return;
     }
-    /* threads split the weight rows (columns of C) in groups of 4, the rowdot register tile */
-    const int groups = ceil_div(g->N, 4);
-#pragma omp parallel num_threads(nt)
-    {
-        int j0, j1;
-        split_range(groups, omp_get_num_threads(), omp_get_thread_num(), &j0, &j1);
-        j0 *= 4;
-        j1 = min_int(j1 * 4, g->N);
-        if (j0 < j1) {
-            small_m_columns(g, j0, j1);
-        }
-    }
+    small_m_job job = {g, nt};
+    mxcc_parallel_chunks(nt, nt, small_m_part, &job);
+}
+
+/* A team split with no barrier (B prepacked, or each thread packing its own B panels): part `part` of the
+ * ic_ways x jr_ways grid, on the buffers of whichever thread runs it (mxcc_parallel_chunks). */
+typedef struct loops_job {
+    const gemm_problem *g;
+    mxcc_gemm_ws *ws;
+    int nt, ic_ways, jr_ways;
+} loops_job;
+
+static void loops_part(void *arg, long part, int worker)
+{
+    const loops_job *j = arg;
+    float *own = j->ws->slots[worker].b_pack;
+    float *b_pack[2] = {own, own};   /* not read: no part shares B */
+    gemm_loops(j->g, j->nt, (int)part, j->ic_ways, j->jr_ways, j->ws->slots[worker].a_pack, b_pack, own);
 }
 
 /* ---- entry point ------------------------------------------------------------------------------------- */
@@ -343,7 +368,7 @@ static void gemm_run(mxcc_gemm_ws *ws, const gemm_problem *g)
         return;
     }
     /* threads: none inside a parallel region; otherwise as many as the work pays for */
-    const int nested = omp_get_level() > 0;
+    const int nested = omp_get_level() > 0 || mxcc_pool_in_chunk();
     const int small_m = !g->Bp && small_m_path(M, K, g->trans_a, g->trans_b);
     const double flops = 2.0 * (small_m && M < 16 ? 16 : M) * N * K;
     const int nt = nested ? 1 : mxcc_threads_for(flops, small_m ? omp_get_max_threads()
@@ -364,6 +389,12 @@ static void gemm_run(mxcc_gemm_ws *ws, const gemm_problem *g)
     }
     int ic_ways, jr_ways;
     choose_ways(M, N, nt, g->Bp != NULL, &ic_ways, &jr_ways);
+    if (g->Bp || ic_ways == 1) {
+        /* no part waits for another: parts any thread may run, a late thread's by the caller */
+        loops_job job = {g, ws, nt, ic_ways, jr_ways};
+        mxcc_parallel_chunks(nt, nt, loops_part, &job);
+        return;
+    }
 #pragma omp parallel num_threads(nt)
     {
         /* the team may be smaller than asked (OMP_DYNAMIC, thread limits): split what we got */

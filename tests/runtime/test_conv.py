@@ -29,7 +29,7 @@ CFLAGS = ["-O3", "-march=native", "-fopenmp", "-g", "-fno-omit-frame-pointer", "
 # scalar epilogue they share with the GEMM (runtime_c/gemm/epilogue_f32.c)
 SOURCES = [RUNTIME / "conv" / name for name in ("im2col_f32.c", "depthwise_f32.c", "depthwise_rows_f32.c",
                                                 "depthwise_flat_f32.c", "depthwise_backward_f32.c", "conv_epilogue_f32.c")]
-SOURCES.append(RUNTIME / "gemm" / "epilogue_f32.c")
+SOURCES += [RUNTIME / "gemm" / "epilogue_f32.c", RUNTIME / "pool" / "pool.c"]
 
 
 def _cdef() -> str:

@@ -21,7 +21,7 @@ from mxcc_testing import (EPILOGUE_CASES, build_isa_libs, check_same_bits_on_thr
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime_c"
 GEMM_RTOL = 1e-6
-SOURCES = [RUNTIME / "conv" / "conv1x1_f32.c", RUNTIME / "gemm" / "epilogue_f32.c"]
+SOURCES = [RUNTIME / "conv" / "conv1x1_f32.c", RUNTIME / "gemm" / "epilogue_f32.c", RUNTIME / "pool" / "pool.c"]
 MARCHES = ["native", "haswell", "x86-64"]
 
 

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime_c"
 RTOL = 1e-6
 # the epilogue's scalar activations live in runtime_c/gemm/epilogue_f32.c
-SOURCES = [RUNTIME / "conv" / "conv_direct_f32.c", RUNTIME / "gemm" / "epilogue_f32.c"]
+SOURCES = [RUNTIME / "conv" / "conv_direct_f32.c", RUNTIME / "gemm" / "epilogue_f32.c", RUNTIME / "pool" / "pool.c"]
 MARCHES = ["native", "haswell", "x86-64"]
 
 

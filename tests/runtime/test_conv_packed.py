@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime_c"
 GEMM_RTOL = 1e-6
 # the packed convolution needs the GEMM's packing, micro-kernels and epilogue (not the im2col or depthwise files)
-SOURCES = [RUNTIME / "conv" / "conv_packed_f32.c", *sorted((RUNTIME / "gemm").glob("*.c"))]
+SOURCES = [RUNTIME / "conv" / "conv_packed_f32.c", *sorted((RUNTIME / "gemm").glob("*.c")), RUNTIME / "pool" / "pool.c"]
 # "native-kc": the K-sliced loop (CONV_PACKED_KC, off by default) with slices of 100 (uneven: K = 576 runs
 # as 6 x 96), so that path stays correct if someone turns it on
 MARCHES = ["native", "haswell", "x86-64", "native-kc"]

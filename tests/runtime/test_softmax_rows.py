@@ -19,7 +19,7 @@ pytestmark = needs_gcc
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory):
     cffi = pytest.importorskip("cffi")
-    built = build_isa_libs(tmp_path_factory.mktemp("softmax"), "softmax", [RUNTIME / "nn" / "softmax_f32.c"],
+    built = build_isa_libs(tmp_path_factory.mktemp("softmax"), "softmax", [RUNTIME / "nn" / "softmax_f32.c", RUNTIME / "pool" / "pool.c"],
                            MARCHES, RUNTIME)
     ffi = cffi.FFI()
     ffi.cdef("void mxcc_softmax_rows_f32(const float *x, float *y, long rows, long n, float t, int log, "

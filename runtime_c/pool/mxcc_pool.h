@@ -1,0 +1,50 @@
+/* mxcc's thread pool: a kernel's work in chunks that any thread may take, the caller included.
+ *
+ *   mxcc_parallel_chunks(chunks, threads, fn, arg)   fn(arg, c, worker) for every c in [0, chunks), on up to
+ *                                                    `threads` threads; returns when all are done
+ *
+ * Why not an OpenMP region: a region's join waits for every thread of the team to arrive, so a thread whose
+ * core is busy with another process delays every region by that process's time slice (a 2-thread forward
+ * 2-40x slower on a loaded 2-vCPU machine: docs/performance.md, "OpenMP under contention"). Here the chunks
+ * are claimed from one atomic word; the caller claims too and then waits only for chunks that another thread
+ * has claimed and is running, never for a thread that has not started: a late worker finds nothing left.
+ * With as many chunks as threads, a quiet machine runs the same split as before, one chunk per thread.
+ *
+ * Workers spin briefly for the next job (kernels follow each other within microseconds), then sleep on a
+ * futex. `worker` is 0 for the caller and 1.. for pool threads, always < threads: it indexes per-thread
+ * scratch. A call made from inside a chunk, from inside an OpenMP region, while another thread's job runs,
+ * or with threads <= 1, runs its chunks serially in the calling thread (worker 0), so results never depend
+ * on who runs a chunk as long as each chunk writes its own part. The pool is process-wide, as OpenMP's
+ * threads are; it follows mxcc_set_num_threads (threads are made as the first job that needs them starts).
+ */
+#ifndef MXCC_POOL_H
+#define MXCC_POOL_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef void (*mxcc_chunk_fn)(void *arg, long chunk, int worker);
+
+void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg);
+
+/* Run jobs on the pool (1) or as OpenMP regions (0, the default). The pool is what a loaded machine needs (a
+ * late thread's chunks are the caller's), but only once no OpenMP team runs beside it: libgomp's threads spin
+ * for a while after each region (GOMP_SPINCOUNT) and take the cores the pool's workers need (MobileNet 1.0 b1,
+ * 2 threads: 5.3 ms with OpenMP regions, 8.1 ms with the pool beside the one OpenMP loop its forward still
+ * has, 5.5 ms so with OMP_WAIT_POLICY=passive). The generated kernels' own loops are OpenMP regions still.
+ * Process-wide, as the thread count is. */
+void mxcc_pool_enable(int on);
+
+/* Whether this thread runs a chunk (of a job of its own or as a pool worker): a kernel called here runs
+ * serially, with buffers of its own (as inside an OpenMP region). */
+int mxcc_pool_in_chunk(void);
+
+/* How many jobs ran with more than one thread, and in how many of those the caller ran every chunk itself
+ * (no worker came in time): for tests and benchmarks. */
+void mxcc_pool_stats(long *jobs, long *caller_only);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MXCC_POOL_H */

@@ -1,0 +1,102 @@
+/* The thread pool (runtime_c/pool/) alone: every chunk runs exactly once, worker ids stay below the job's
+ * thread count, a nested call and a second caller run serially, and many short jobs from several caller
+ * threads at once lose nothing. Built plain, with ThreadSanitizer and with AddressSanitizer by
+ * tests/runtime/test_pool.py (and with OpenMP: argument "pool" runs the jobs on the pool, none as OpenMP
+ * regions); prints "ok <pool jobs> <those the caller ran alone>" or exits 1. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "pool/mxcc_pool.h"
+
+#define MAX_CHUNKS 4096
+
+typedef struct job {
+    _Atomic int hits[MAX_CHUNKS];
+    _Atomic int bad_worker;
+    int threads;
+    long chunks;
+    _Atomic long nested_sum;
+} job;
+
+static void nested_chunk(void *arg, long c, int worker)
+{
+    job *j = arg;
+    if (worker != 0)        /* a nested call runs serially in the calling thread */
+        atomic_store(&j->bad_worker, 1);
+    atomic_fetch_add(&j->nested_sum, c + 1);
+}
+
+static void chunk(void *arg, long c, int worker)
+{
+    job *j = arg;
+    atomic_fetch_add(&j->hits[c], 1);
+    if (worker < 0 || worker >= j->threads)
+        atomic_store(&j->bad_worker, 1);
+    if (c == 0) {           /* a call from inside a chunk */
+        job inner = {.threads = 4, .chunks = 3};
+        mxcc_parallel_chunks(3, 4, nested_chunk, &inner);
+        if (atomic_load(&inner.nested_sum) != 6 || atomic_load(&inner.bad_worker))
+            atomic_store(&j->bad_worker, 1);
+    }
+}
+
+static int run_one(int threads, long chunks)
+{
+    job *j = calloc(1, sizeof *j);
+    j->threads = threads;
+    j->chunks = chunks;
+    mxcc_parallel_chunks(chunks, threads, chunk, j);
+    int ok = !atomic_load(&j->bad_worker);
+    for (long c = 0; c < chunks; c++)
+        ok = ok && atomic_load(&j->hits[c]) == 1;
+    free(j);
+    return ok;
+}
+
+static void *caller(void *arg)
+{
+    unsigned long seed = (unsigned long)arg;
+    long bad = 0;
+    for (int i = 0; i < 3000; i++) {
+        seed = seed * 1103515245 + 12345;
+        const int threads = 1 + (int)((seed >> 16) % 4);
+        const long chunks = 1 + (long)((seed >> 8) % 64);
+        bad += !run_one(threads, chunks);
+    }
+    return (void *)bad;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && argv[1][0] == 'p')   /* "pool": jobs on the pool (an OpenMP build runs OpenMP regions otherwise) */
+        mxcc_pool_enable(1);
+    for (int t = 1; t <= 8; t++)
+        for (long c = 1; c <= 40; c += 3)
+            if (!run_one(t, c)) {
+                fprintf(stderr, "threads %d chunks %ld: a chunk ran twice, never, or on a worker id >= threads\n", t, c);
+                return 1;
+            }
+    if (!run_one(4, MAX_CHUNKS)) {
+        fprintf(stderr, "4096 chunks: lost or repeated\n");
+        return 1;
+    }
+    pthread_t t[3];
+    for (long i = 0; i < 3; i++)
+        pthread_create(&t[i], NULL, caller, (void *)(i + 1));
+    long bad = 0;
+    for (int i = 0; i < 3; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        bad += (long)r;
+    }
+    if (bad) {
+        fprintf(stderr, "%ld jobs from concurrent callers went wrong\n", bad);
+        return 1;
+    }
+    long jobs, caller_only;
+    mxcc_pool_stats(&jobs, &caller_only);
+    printf("ok %ld %ld\n", jobs, caller_only);
+    return 0;
+}

@@ -1,0 +1,40 @@
+"""runtime_c/pool/: the thread pool every parallel kernel runs on (tests/runtime/pool_sanity.c drives it):
+each chunk once, worker ids below the job's thread count, nested and concurrent callers serial, thousands of
+jobs from three caller threads at once; built plain, under ThreadSanitizer (the claim protocol is lock-free)
+and under AddressSanitizer + UBSan."""
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mxcc_testing import needs_gcc
+
+pytestmark = needs_gcc
+RUNTIME = Path(__file__).resolve().parents[2] / "runtime_c"
+CC = os.environ.get("MXCC_CC") or os.environ.get("CC") or "gcc"
+
+
+@pytest.mark.parametrize("sanitize", ["", "thread", "address,undefined", "openmp", "openmp-pool"])
+def test_pool_runs_every_chunk_once(sanitize, tmp_path):
+    """Without OpenMP every job runs on the pool (ThreadSanitizer cannot see into libgomp: no OpenMP there);
+    with it, jobs are OpenMP regions unless mxcc_pool_enable(1) ("openmp-pool")."""
+    exe = tmp_path / "pool_sanity"
+    openmp = sanitize.startswith("openmp")
+    flags = ["-O2", "-g"] + (["-fopenmp"] if openmp else [f"-fsanitize={sanitize}", "-fno-sanitize-recover=all"]
+                             if sanitize else [])
+    build = subprocess.run([CC, *flags, f"-I{RUNTIME}", str(Path(__file__).with_name("pool_sanity.c")),
+                            str(RUNTIME / "pool" / "pool.c"), "-lpthread", "-o", str(exe)],
+                           capture_output=True, text=True)
+    if build.returncode and sanitize and "sanitize" in build.stderr:
+        pytest.skip(f"{CC} cannot build with -fsanitize={sanitize}: {build.stderr.strip()[:200]}")
+    assert build.returncode == 0, build.stderr
+    env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1", ASAN_OPTIONS="detect_leaks=1")
+    r = subprocess.run([str(exe)] + (["pool"] if sanitize == "openmp-pool" else []), capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert r.returncode == 0 and r.stdout.startswith("ok ") and "WARNING" not in r.stderr, r.stdout + r.stderr
+    jobs, caller_only = map(int, r.stdout.split()[1:])
+    if sanitize == "openmp":
+        assert jobs == 0                                # OpenMP regions, not the pool
+    else:
+        assert jobs > 1000 and caller_only < jobs      # workers took part in some jobs
