@@ -57,15 +57,57 @@ def _expects(env: jinja2.Environment, name: str) -> set[str]:
     return set(m.group(1).split())
 
 
+# Kernels whose body is one parallel loop and nothing else (mx.par_for): run in parts on mxcc's pool
+# (templates/_kernel.c.j2), when the template's variables say the body is that loop alone.
+SPMD = {
+    "kernels/elemwise.c.j2": lambda v: True,
+    "kernels/pool2d.c.j2": lambda v: True,
+    "kernels/batch_norm.c.j2": lambda v: not v["mean_var"],     # then a second loop writes mean and var
+    "kernels/softmax.c.j2": lambda v: v["inner"] != 1,          # else a runtime call (nn/softmax_f32.c)
+    "kernels/norm_rows.c.j2": lambda v: True,
+    "kernels/lrn.c.j2": lambda v: True,
+    "kernels/resize_adaptive_pool.c.j2": lambda v: True,
+    "kernels/resize_crop.c.j2": lambda v: True,
+    "kernels/resize_pad.c.j2": lambda v: True,
+    "kernels/math_cast.c.j2": lambda v: True,
+    "kernels/embedding.c.j2": lambda v: True,
+}
+
+
+# What in a kernel's C may open an OpenMP region (the generated loops not run in parts, and the runtime functions
+# that keep one: the GEMM's shared-B split, im2col/col2im, the RNN's and the depthwise backward's, training's
+# gradient accumulation). A network with none runs its kernels' parallel work on mxcc's pool.
+OPENMP_CALLS = ("#pragma omp parallel", "mxcc_gemm_f32(", "mxcc_im2col", "mxcc_col2im", "mxcc_rnn_",
+                "mxcc_conv_depthwise_backward", "mxcc_accumulate_f32")
+
+
+def uses_pool(kernels: list[str], train: bool) -> bool:
+    """Whether a network's entry points select mxcc's pool (runtime_c/pool/mxcc_pool.h): no OpenMP team may
+    run beside it, so not when a kernel may open an OpenMP region, nor for training (its updates do)."""
+    return not train and not any(s in k for k in kernels for s in OPENMP_CALLS)
+
+
+def _spmd(call) -> bool:
+    rule = SPMD.get(call.template)
+    parallel = call.vars.get("parallel")
+    return rule is not None and (is_cond(parallel) or bool(parallel)) and rule(call.vars)
+
+
 def _render_kernel(env, call: KernelCall, linkage: str = "static MXCC_NOINLINE") -> str:
     want = _expects(env, call.template)
     got = set(call.vars)
     if want != got:
         raise KeyError(f"template {call.template}: missing {sorted(want - got)}, unexpected {sorted(got - want)}")
-    text = env.get_template(call.template).render(call=call, v=call.vars, linkage=linkage)
+    spmd = _spmd(call)
+    text = env.get_template(call.template).render(call=call, v=call.vars, linkage=linkage, spmd=spmd,
+                                                  parts=c_and(call.vars.get("parallel"), "1") if spmd else "")
     if uses_batch(text):        # a dynamic batch: the kernel's extents are C expressions of the call's N
-        head = f"void {call.fn}(mxcc_ctx *ctx)\n{{\n"
-        text = text.replace(head, head + "    const long N = ctx->batch;   /* this call's batch, 1..max */\n", 1)
+        decl = "    const long N = ctx->batch;   /* this call's batch, 1..max */\n"
+        heads = [f"void {call.fn}(mxcc_ctx *ctx)\n{{\n"]
+        if spmd:
+            heads.append(f"void {call.fn}_part(mxcc_ctx *ctx, long part, long parts)\n{{\n")
+        for head in heads:
+            text = text.replace(head, head + decl, 1)
     return c_text(text)
 
 
@@ -156,7 +198,7 @@ def render(plan: Plan, calls: list[KernelCall], net: str, *, template_dir: str, 
         slots=slot_dicts,
         arena_bytes=plan.arena_bytes, lower_bound_bytes=plan.lower_bound_bytes,
         num_nodes=sum(1 for n in plan.graph.nodes if not n.is_variable),
-        max_batch=max_batch,
+        max_batch=max_batch, pool=int(uses_pool(kernels, updates is not None)),
         node_names=[c_string(c.group) for c in calls] + [c_string(f"update:{u.param}") for u in updates or []]
         + [c_string(c.group) for c in (infer_calls or []) + (infer_backward or [])],
     )

@@ -1,6 +1,6 @@
 /* The standalone benchmark of every network: <net>_bench is this file, linked with the network and a main of
  * one line (templates/bench.c.j2) that passes the network's descriptor (<net>_net, mxcc_net).
- *   <net>_bench [--iters N | --seconds S] [--warmup N] [--threads T] [--pool] [--batch N] [--params FILE]
+ *   <net>_bench [--iters N | --seconds S] [--warmup N] [--threads T] [--pool | --no-pool] [--batch N] [--params FILE]
  *               [--input [NAME=]X.npy]...
  *               [--output [NAME=]Y.npy]... [--timeline FILE] [--profile FILE]
  * Binds every input and parameter to deterministic pseudo-random values in [-0.5, 0.5) (the time of a
@@ -10,8 +10,8 @@
  * forwards (or as many as fit in S seconds); --output writes an output of the last forward as .npy (NAME= or
  * its index, else the first output). --timeline appends each kernel call's [t0, t1) (CLOCK_MONOTONIC ns, raw
  * mxcc_prof_event records) to FILE: `mxcc perf` uses it to place every perf sample, OpenMP workers' too, in its
- * kernel. --pool runs the runtime kernels' parallel work on mxcc's thread pool instead of OpenMP regions
- * (runtime_c/pool/mxcc_pool.h: what a machine shared with other processes needs). --batch N: a network compiled with a dynamic batch runs batch N (default: its maximum); --input and
+ * kernel. --pool runs every kernel's parallel work on mxcc's thread pool, --no-pool as OpenMP regions (default:
+ * the network's choice, runtime_c/pool/mxcc_pool.h); with --pool the pool's job counts are printed. --batch N: a network compiled with a dynamic batch runs batch N (default: its maximum); --input and
  * --output files then have that batch. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,7 +133,7 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: %s [--iters N | --seconds S] [--warmup N] [--threads T] [--pool] [--batch N] [--params FILE]"
+            printf("usage: %s [--iters N | --seconds S] [--warmup N] [--threads T] [--pool | --no-pool] [--batch N] [--params FILE]"
                    " [--input [NAME=]X.npy]... [--output [NAME=]Y.npy]... [--timeline FILE] [--profile FILE]\n",
                    argv[0]);
             return 0;
@@ -161,8 +161,8 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
     }
     mxcc_set_num_threads(threads);
     for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--pool"))
-            mxcc_pool_enable(1);   /* the kernels' jobs on mxcc's pool, not OpenMP regions (pool/mxcc_pool.h) */
+        if (!strcmp(argv[i], "--pool") || !strcmp(argv[i], "--no-pool"))
+            mxcc_pool_enable(!strcmp(argv[i], "--pool"));   /* over the network's choice (pool/mxcc_pool.h) */
     char err[1024];
     mxcc_ctx *ctx = net->ctx_create(err, sizeof err);
     void **owned = calloc((size_t)net->num_slots + 1, sizeof *owned);   /* the buffers this program allocated */
@@ -224,6 +224,12 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
                mxcc_get_num_threads(), batch ? batch : net->max_batch, net->max_batch);
     else
         printf("%s: %.3f us per forward (%d iters, %d threads)\n", net->name, us, done, mxcc_get_num_threads());
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--pool")) {
+            long jobs, alone;
+            mxcc_pool_stats(&jobs, &alone);
+            printf("pool: %ld jobs on several threads, %ld of them run by the caller alone\n", jobs, alone);
+        }
     if (mxcc_timeline_finish(&timeline, net, argv[0]) || write_outputs(net, slots, batch, argc, argv))
         return 1;
     for (int s = 0; s < net->num_slots; s++)

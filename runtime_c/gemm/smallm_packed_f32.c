@@ -152,6 +152,26 @@ static void panel_range(int M, int N, int K, const float *A, int lda, const floa
     }
 }
 
+/* one thread's range of panels (mxcc_parallel_chunks) */
+typedef struct panels_job {
+    int M, N, K;
+    const float *A;
+    int lda;
+    const float *Bp;
+    float *C;
+    int ldc;
+    const mxcc_epilogue *ep;
+    int npanels, parts;
+} panels_job;
+
+static void panels_part(void *arg, long part, int worker)
+{
+    const panels_job *j = arg;
+    (void)worker;
+    panel_range(j->M, j->N, j->K, j->A, j->lda, j->Bp, j->C, j->ldc, j->ep, (int)mxcc_split_at(j->npanels, j->parts, (int)part),
+                (int)mxcc_split_at(j->npanels, j->parts, (int)part + 1));
+}
+
 void mxcc_gemm_f32_small_m_packed_b(int M, int N, int K, const float *A, int lda, const float *Bp, float *C,
                                     int ldc, const mxcc_epilogue *ep, int parallel)
 {
@@ -166,7 +186,7 @@ void mxcc_gemm_f32_small_m_packed_b(int M, int N, int K, const float *A, int lda
     }
     const int npanels = (N + NR - 1) / NR;
     /* a fork pays when the weight is large (the unpacked small-M path's rule: work counted as >= 16 rows) */
-    int nt = parallel && omp_get_level() == 0 ? mxcc_threads_for(2.0 * 16 * N * K, omp_get_max_threads()) : 1;
+    int nt = parallel && omp_get_level() == 0 && !mxcc_pool_in_chunk() ? mxcc_threads_for(2.0 * 16 * N * K, omp_get_max_threads()) : 1;
     if (nt > npanels)
         nt = npanels;
     if (nt <= 1) {
@@ -174,10 +194,6 @@ void mxcc_gemm_f32_small_m_packed_b(int M, int N, int K, const float *A, int lda
         panel_range(M, N, K, A, lda, Bp, C, ldc, ep, 0, npanels);
         return;
     }
-#pragma omp parallel num_threads(nt)
-    {
-        const int team = omp_get_num_threads(), tid = omp_get_thread_num();
-        panel_range(M, N, K, A, lda, Bp, C, ldc, ep, (int)mxcc_split_at(npanels, team, tid),
-                    (int)mxcc_split_at(npanels, team, tid + 1));
-    }
+    const panels_job job = {M, N, K, A, lda, Bp, C, ldc, ep, npanels, nt};
+    mxcc_parallel_chunks(nt, nt, panels_part, (void *)&job);   /* a part per thread; a late thread's by the caller */
 }

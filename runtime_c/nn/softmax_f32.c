@@ -61,10 +61,26 @@ static void softmax_row(const float *x, float *y, long n, float t, int log)
     }
 }
 
+/* one thread's range of rows (mxcc_parallel_chunks) */
+typedef struct rows_job {
+    const float *x;
+    float *y;
+    long rows, n;
+    float t;
+    int log, parts;
+} rows_job;
+
+static void rows_part(void *arg, long part, int worker)
+{
+    const rows_job *j = arg;
+    (void)worker;
+    for (long r = mxcc_split_at(j->rows, j->parts, (int)part); r < mxcc_split_at(j->rows, j->parts, (int)part + 1); r++)
+        softmax_row(j->x + r * j->n, j->y + r * j->n, j->n, j->t, j->log);
+}
+
 void mxcc_softmax_rows_f32(const float *x, float *y, long rows, long n, float t, int log, int parallel)
 {
     const int nt = parallel ? mxcc_threads_for_call(1, 20.0 * (double)rows * n) : 1;
-    #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (long r = 0; r < rows; r++)
-        softmax_row(x + r * n, y + r * n, n, t, log);
+    const rows_job job = {x, y, rows, n, t, log, nt};
+    mxcc_parallel_chunks(nt, nt, rows_part, (void *)&job);
 }

@@ -26,15 +26,30 @@ extern "C" {
 
 typedef void (*mxcc_chunk_fn)(void *arg, long chunk, int worker);
 
+/* A generated kernel run in parts (templates/_kernel.c.j2): its context and how many parts. Part p of a loop
+ * of n iterations is [mxcc_part_begin(n, p, parts), mxcc_part_begin(n, p + 1, parts)). */
+typedef struct mxcc_parts {
+    struct mxcc_ctx *ctx;
+    long parts;
+} mxcc_parts;
+
+static inline long mxcc_part_begin(long n, long part, long parts)
+{
+    return n * part / parts;
+}
+
 void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg);
 
-/* Run jobs on the pool (1) or as OpenMP regions (0, the default). The pool is what a loaded machine needs (a
- * late thread's chunks are the caller's), but only once no OpenMP team runs beside it: libgomp's threads spin
- * for a while after each region (GOMP_SPINCOUNT) and take the cores the pool's workers need (MobileNet 1.0 b1,
- * 2 threads: 5.3 ms with OpenMP regions, 8.1 ms with the pool beside the one OpenMP loop its forward still
- * has, 5.5 ms so with OMP_WAIT_POLICY=passive). The generated kernels' own loops are OpenMP regions still.
- * Process-wide, as the thread count is. */
-void mxcc_pool_enable(int on);
+/* Which engine runs a job: mxcc's pool, or an OpenMP region (thread t runs chunk t: the split the kernels
+ * had). The pool is what a loaded machine needs (a late thread's chunks are the caller's), but only where no
+ * OpenMP team runs beside it: libgomp's threads spin for a while after each region (GOMP_SPINCOUNT) and take
+ * the cores the pool's workers need (MobileNet 1.0 b1, 2 threads, with one OpenMP region left in its forward:
+ * 5.3 ms as OpenMP regions, 8.1 ms on the pool). So a generated network selects the pool for its calls
+ * (mxcc_pool_select, this thread, returns the previous choice) when none of its kernels opens an OpenMP
+ * region (codegen/render.py), and OpenMP regions otherwise. mxcc_pool_enable overrides that for the process:
+ * 1 always the pool, 0 never, -1 (the default) as selected. */
+void mxcc_pool_enable(int mode);
+int mxcc_pool_select(int on);
 
 /* Whether this thread runs a chunk (of a job of its own or as a pool worker): a kernel called here runs
  * serially, with buffers of its own (as inside an OpenMP region). */

@@ -44,7 +44,8 @@ static struct {
 } pool = {.busy = PTHREAD_MUTEX_INITIALIZER, .grow = PTHREAD_MUTEX_INITIALIZER};
 
 static _Thread_local int in_chunk;   /* a pool worker, or a caller running its job: nested calls run serially */
-static _Atomic int use_pool;         /* mxcc_pool_enable: 0 runs jobs as OpenMP regions */
+static _Atomic int forced = -1;      /* mxcc_pool_enable: 1 pool, 0 OpenMP regions, -1 as the caller selects */
+static _Thread_local int selected;   /* mxcc_pool_select: the running network's choice */
 
 static inline void cpu_relax(void)
 {
@@ -173,9 +174,22 @@ static void omp_region(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
 }
 #endif
 
-void mxcc_pool_enable(int on)
+void mxcc_pool_enable(int mode)
 {
-    atomic_store(&use_pool, on != 0);
+    atomic_store(&forced, mode < 0 ? -1 : mode != 0);
+}
+
+int mxcc_pool_select(int on)
+{
+    const int was = selected;
+    selected = on;
+    return was;
+}
+
+static int use_pool(void)
+{
+    const int f = atomic_load_explicit(&forced, memory_order_relaxed);
+    return f < 0 ? selected : f;
 }
 
 void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
@@ -189,7 +203,7 @@ void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
     int nested = in_chunk;
 #ifdef _OPENMP
     nested = nested || omp_in_parallel();
-    if (threads > 1 && !nested && !atomic_load_explicit(&use_pool, memory_order_relaxed)) {
+    if (threads > 1 && !nested && !use_pool()) {
         omp_region(chunks, threads, fn, arg);
         return;
     }
