@@ -2,7 +2,7 @@
 32 and the MLP at batch 1, 64 and 256, side by side in one run, with the CPU model in the output.
 
     python benchmarks/scaling.py [--threads 1,2,4,8,16] [--nets ...] [--rounds 2] [--min-time 0.2] [--quick]
-                                 [--json out.jsonl]
+                                 [--busy N] [--json out.jsonl]
 
 Default threads: 1, 2, 4, ... up to the CPU count, and the CPU count itself. `--quick`: ResNet-18, MobileNet 1.0
 and the MLP only, batch 1 (and the MLP at 256), one round: what fits a short slot on a borrowed machine.
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -52,7 +53,19 @@ def main() -> None:
     ap.add_argument("--min-time", type=float, default=0.2, help="seconds of calls per timing (small networks)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", help="append the rows to this JSON-lines file")
+    ap.add_argument("--busy", type=int, default=0,
+                    help="keep this many other processes busy (a spinning loop each) for the whole run: a machine "
+                         "shared with other work, as servers are")
     args = ap.parse_args()
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    try:
+        run(args)
+    finally:
+        for p in busy:
+            p.kill()
+
+
+def run(args) -> None:
     threads = [int(t) for t in args.threads.split(",")]
     batches = QUICK if args.quick else {n: BATCHES[n] for n in args.nets.split(",")}
     rounds = 1 if args.quick else args.rounds
@@ -66,7 +79,8 @@ def main() -> None:
             print(f"round {r + 1}/{rounds}: {t} thread(s) done", file=sys.stderr, flush=True)
     import onnxruntime
     print(f"Thread scaling, numpy in -> numpy out; ONNX Runtime {onnxruntime.__version__}; best of {rounds} "
-          f"round(s); {harness.cpu_info()['model']}, {os.cpu_count()} CPUs")
+          f"round(s); {harness.cpu_info()['model']}, {os.cpu_count()} CPUs"
+          + (f"; {args.busy} other process(es) busy throughout" if args.busy else ""))
     rows = []
     for net, bs in batches.items():
         for b in bs:
@@ -84,7 +98,7 @@ def main() -> None:
                                ("ORT ms", "ort_ms"), ("ORT/mxcc", "ratio"), ("paired", "paired_ratio"),
                                (f"mxcc x vs {threads[0]} thr", "mxcc_speedup"),
                                (f"ORT x vs {threads[0]} thr", "ort_speedup")])
-    harness.append_jsonl(args.json, [dict(r, bench="scaling", cpu=harness.cpu_info()["model"],
+    harness.append_jsonl(args.json, [dict(r, bench="scaling", cpu=harness.cpu_info()["model"], busy=args.busy,
                                           onnxruntime=onnxruntime.__version__) for r in rows])
 
 
