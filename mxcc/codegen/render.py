@@ -71,6 +71,8 @@ SPMD = {
     "kernels/resize_pad.c.j2": lambda v: True,
     "kernels/math_cast.c.j2": lambda v: True,
     "kernels/embedding.c.j2": lambda v: True,
+    "kernels/loops.c.j2": lambda v: bool(v["loops"]),           # broadcasting, transposes, slices, ...
+    "kernels/reduce.c.j2": lambda v: not v["bare_block"],       # sums over axes; bare: one output, no loop
 }
 
 

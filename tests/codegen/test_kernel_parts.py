@@ -64,13 +64,16 @@ def _cases(rng):
          {"data": x4}, {}, lambda: np.pad(x4, ((0, 0), (0, 0), (1, 1), (2, 2)), constant_values=0.5)),
         ("resize_crop", sym.Crop(data, num_args=1, offset=(3, 5), h_w=(50, 48)), {"data": x4}, {},
          lambda: x4[:, :, 3:53, 5:53]),
+        ("loops", sym.broadcast_add(data, sym.var("bias", shape=(32, 1, 1))), {"data": x4}, {"bias": bn["beta"][:, None, None].copy()},
+         lambda: x4 + bn["beta"][:, None, None]),
+        ("reduce", sym.sum(data, axis=(1, 3)), {"data": x4}, {}, lambda: x4.astype(np.float64).sum(axis=(1, 3))),
         ("resize_adaptive_pool", sym._contrib_AdaptiveAvgPooling2D(data, output_size=(7, 7)),
          {"data": x4[:, :, :56, :56].copy()}, {},
          lambda: x4[:, :, :56, :56].astype(np.float64).reshape(2, 32, 7, 8, 7, 8).mean(axis=(3, 5))),
     ]
 
 
-@pytest.mark.parametrize("i", range(11))
+@pytest.mark.parametrize("i", range(13))
 def test_kernel_in_parts_matches_numpy(i, tmp_path):
     name, net, inputs, params, ref = _cases(np.random.default_rng(i))[i]
     m = mxcc.compile(net, {k: v.shape for k, v in inputs.items()}, params or None, out_dir=tmp_path / name,
