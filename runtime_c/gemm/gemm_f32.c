@@ -171,7 +171,7 @@ static void choose_ways(int M, int N, int nt, int b_prepacked, int *ic_ways, int
  * a_pack: (MC, KC) this thread's; b_pack[2]: two (KC, NC) buffers shared by the team (the same buffer
  * twice when serial). */
 static void gemm_loops(const gemm_problem *g, int nt, int tid, int ic_ways, int jr_ways,
-                       float *a_pack, float *const b_pack[2], float *b_private)
+                       float *a_pack, float *const b_pack[2], float *b_private, int share_b)
 {
     const int M = g->M, N = g->N, K = g->K;
     /* balanced steps: K = 784 runs as 2 x 392, not 384 + 384 + 16 */
@@ -200,7 +200,7 @@ static void gemm_loops(const gemm_problem *g, int nt, int tid, int ic_ways, int 
             /* pack B[pc:pc+kc, jc:jc+nc]. When the team splits only loop 2 (ic_ways == 1), each thread packs
              * just the micro-panels it multiplies: private, no barrier. Otherwise threads of different row
              * groups need the same panels: each packs a slice, then a barrier. */
-            const int shared_b = ic_ways > 1 && !g->Bp;
+            const int shared_b = share_b && ic_ways > 1 && !g->Bp;
             int p_begin = q_begin, p_end = q_end;
             if (g->Bp) {
                 /* prepacked whole: nothing to pack; panels of this column block start at Bp + jc * K */
@@ -308,7 +308,7 @@ static void loops_part(void *arg, long part, int worker)
     const loops_job *j = arg;
     float *own = j->ws->slots[worker].b_pack;
     float *b_pack[2] = {own, own};   /* not read: no part shares B */
-    gemm_loops(j->g, j->nt, (int)part, j->ic_ways, j->jr_ways, j->ws->slots[worker].a_pack, b_pack, own);
+    gemm_loops(j->g, j->nt, (int)part, j->ic_ways, j->jr_ways, j->ws->slots[worker].a_pack, b_pack, own, 0);
 }
 
 /* ---- entry point ------------------------------------------------------------------------------------- */
@@ -352,7 +352,7 @@ static void gemm_serial_nested(const gemm_problem *g, mxcc_gemm_ws *ws)
         }
     }
     float *b_pack[2] = {ws->slots[s].b_pack, ws->slots[s].b_pack};
-    gemm_loops(g, 1, 0, 1, 1, ws->slots[s].a_pack, b_pack, ws->slots[s].b_pack);
+    gemm_loops(g, 1, 0, 1, 1, ws->slots[s].a_pack, b_pack, ws->slots[s].b_pack, 0);
     omp_unset_lock(&ws->slots[s].lock);
 }
 
@@ -384,13 +384,15 @@ static void gemm_run(mxcc_gemm_ws *ws, const gemm_problem *g)
     }
     if (nt == 1) {
         float *b_pack[2] = {ws->slots[0].b_pack, ws->slots[0].b_pack};
-        gemm_loops(g, 1, 0, 1, 1, ws->slots[0].a_pack, b_pack, ws->slots[0].b_pack);
+        gemm_loops(g, 1, 0, 1, 1, ws->slots[0].a_pack, b_pack, ws->slots[0].b_pack, 0);
         return;
     }
     int ic_ways, jr_ways;
     choose_ways(M, N, nt, g->Bp != NULL, &ic_ways, &jr_ways);
-    if (g->Bp || ic_ways == 1) {
-        /* no part waits for another: parts any thread may run, a late thread's by the caller */
+    if (g->Bp || ic_ways == 1 || mxcc_pool_selected()) {
+        /* no part waits for another (on the pool, row groups pack their own B panels rather than share them
+         * behind a barrier: an OpenMP team beside the pool would cost more than the repacking, ~ic_ways/2M
+         * of the work): parts any thread may run, a late thread's by the caller */
         loops_job job = {g, ws, nt, ic_ways, jr_ways};
         mxcc_parallel_chunks(nt, nt, loops_part, &job);
         return;
@@ -404,7 +406,7 @@ static void gemm_run(mxcc_gemm_ws *ws, const gemm_problem *g)
             choose_ways(M, N, team, g->Bp != NULL, &icw, &jrw);
         }
         float *b_pack[2] = {ws->slots[0].b_pack, ws->slots[team > 1 ? 1 : 0].b_pack};
-        gemm_loops(g, team, tid, icw, jrw, ws->slots[tid].a_pack, b_pack, ws->slots[tid].b_pack);
+        gemm_loops(g, team, tid, icw, jrw, ws->slots[tid].a_pack, b_pack, ws->slots[tid].b_pack, 1);
     }
 }
 

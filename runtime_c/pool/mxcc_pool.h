@@ -50,6 +50,8 @@ void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
  * 1 always the pool, 0 never, -1 (the default) as selected. */
 void mxcc_pool_enable(int mode);
 int mxcc_pool_select(int on);
+/* Whether this thread's jobs run on the pool now (the selection, or mxcc_pool_enable's override). */
+int mxcc_pool_selected(void);
 
 /* Whether this thread runs a chunk (of a job of its own or as a pool worker): a kernel called here runs
  * serially, with buffers of its own (as inside an OpenMP region). */

@@ -315,6 +315,15 @@ void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
     pthread_mutex_unlock(&pool.busy);
 }
 
+int mxcc_pool_selected(void)
+{
+#ifdef _OPENMP
+    return use_pool();
+#else
+    return 1;
+#endif
+}
+
 int mxcc_pool_in_chunk(void)
 {
     return in_chunk;

@@ -88,3 +88,15 @@ def test_kernel_in_parts_matches_numpy(i, tmp_path):
 def test_every_spmd_template_is_covered():
     covered = {name for name, *_ in _cases(np.random.default_rng(0))}
     assert {t.split("/")[-1].split(".")[0] for t in SPMD} == covered
+
+
+def test_unpacked_gemm_on_the_pool(tmp_path):
+    """A GEMM of two per-call inputs (nothing to pack at bind time), big enough to split rows over threads: on
+    the pool each row group packs its own B panels (no barrier); against numpy."""
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((512, 256)).astype(np.float32), rng.standard_normal((256, 384)).astype(np.float32)
+    m = mxcc.compile(sym.dot(sym.var("a"), sym.var("b")), {"a": a.shape, "b": b.shape}, out_dir=tmp_path / "dot",
+                     name="net", threads=2)
+    c = (tmp_path / "dot" / "net.c").read_text()
+    assert "mxcc_gemm_f32(" in c and "mxcc_pool_select(1)" in c
+    assert rel_err(m.forward(a=a, b=b)[0], a.astype(np.float64) @ b) <= 1e-5
