@@ -106,7 +106,7 @@ class Executor(Module):
                 missing = [nm for nm, i, *_ in self._data_inputs if i in self._batch_of and nm not in inputs]
                 raise ShapeError(f"a call of batch {n} (the last had {self.batch}) needs every input that carries "
                                  f"the batch: {name_list(missing)} kept its previous binding", input=missing[0])
-            self._use_batch(n)
+        checked = []                    # every input checked before anything changes: a refused call binds nothing
         for name, index, shape, _optional in self._data_inputs:
             arr = inputs.get(name)
             if arr is None:
@@ -120,6 +120,10 @@ class Executor(Module):
             if arr.shape != shape:
                 raise ShapeError(f"input {name!r} has shape {arr.shape}, expected {shape}", input=name,
                                  expected=shape, got=arr.shape)
+            checked.append((name, index, arr))
+        if n is not None:
+            self._use_batch(n)
+        for name, index, arr in checked:
             self._bound_inputs[name] = arr          # kept alive: backward reads it after forward returns
             self._slots[index] = self._ffi.from_buffer(arr)
 

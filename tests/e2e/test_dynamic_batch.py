@@ -228,3 +228,26 @@ def test_train_program_runs_the_last_short_batch(tmp_path):
     updates = ev[ev["phase"] == 2]                  # one event per parameter per step
     assert list(updates["batch"][::6]) == [100, 100, 50]
     assert ev["batch"][-1] == 50                    # the validation forward
+
+
+@needs_gcc
+def test_a_refused_training_call_changes_nothing():
+    """A call refused for its shapes leaves the executor at its last batch and bindings (checked before any
+    change): the inputs bound and the batch are those of the last call that ran."""
+    d = DATA / "train" / "mlp"
+    arg, _ = split_arg_aux(load_params(d / "mlp-init-0000.params"))
+    x = np.random.default_rng(5).standard_normal((8, 784)).astype(np.float32)
+    y = np.arange(8, dtype=np.float32) % 10
+    ex = mxcc.compile(d / "mlp-symbol.json", {"X": (8, 784), "label": (8,)}, train=True, dynamic_batch=True,
+                      optimizer=SGD(learning_rate=0.1, rescale_grad=1.0 / 8))
+    ex.set_params(arg)
+    x3 = x[:3].copy()
+    ex.forward(is_train=True, X=x3, label=y[:3])
+    with pytest.raises(ShapeError, match="'label' has batch 7 but 'X' has 8"):
+        ex.forward(is_train=True, X=x, label=y[:7])
+    with pytest.raises(ShapeError, match=r"expected \(N,\)"):
+        ex.forward(is_train=True, X=x, label=np.zeros((8, 2), np.float32))
+    with pytest.raises(ShapeError, match=r"expected \(8, 784\)"):
+        ex.forward(is_train=True, X=np.zeros((8, 785), np.float32), label=y)
+    assert ex.batch == 3 and ex.outputs[0].shape == (3, 10) and ex.arg_dict["X"] is x3
+    assert ex.grad_dict["w0"].shape == (128, 784)
