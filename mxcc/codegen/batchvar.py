@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 
 _OPEN, _CLOSE = "\u27e8", "\u27e9"
 _MARK = re.compile(_OPEN + r"E(-?\d+),(-?\d+)" + _CLOSE + r"(\.0f|\.0|L)?")
@@ -51,14 +53,8 @@ class Extent:
     def _lift(self, other) -> "Extent | None":
         if isinstance(other, Extent):
             return other
-        if isinstance(other, (int,)) and not isinstance(other, bool):
+        if isinstance(other, (int, np.integer)) and not isinstance(other, bool):
             return Extent(0, int(other), self.maximum)
-        try:
-            import numpy as np
-            if isinstance(other, np.integer):
-                return Extent(0, int(other), self.maximum)
-        except ImportError:   # pragma: no cover
-            pass
         return None
 
     @staticmethod

@@ -27,6 +27,7 @@ from mxcc.compiler.artifacts import params_file, read_meta
 from mxcc.profiler import api as profiler
 from mxcc.errors import ParamsError, ShapeError, name_list
 from mxcc.params import load_params, split_arg_aux
+from mxcc.passes.infer_batch import BatchAxis, format_shape
 from mxcc.runtime.extension import load_extension
 
 _F32 = np.dtype(np.float32)
@@ -332,7 +333,7 @@ class Module:
                 continue
             got = np.shape(arr)
             if len(got) != len(shape):
-                raise ShapeError(f"input {name!r} has shape {got}, expected {self._symbolic(shape, b)} "
+                raise ShapeError(f"input {name!r} has shape {got}, expected {format_shape(shape, BatchAxis(*b))} "
                                  f"(N: the batch, 1..{self.max_batch})", input=name, expected=shape, got=got)
             k = got[b[0]]
             if n is None:
@@ -345,17 +346,12 @@ class Module:
         if not 1 <= n <= self.max_batch:
             raise ShapeError(f"input {first!r} has batch {n}, outside 1..{self.max_batch}: the module was compiled "
                              f"for a batch of at most {self.max_batch} (its shape "
-                             f"{self._symbolic(self.input_shapes[first], self._batch_of[self._index_of(first)])})",
+                             f"{format_shape(self.input_shapes[first], BatchAxis(*self._batch_of[self._index_of(first)]))})",
                              input=first, expected=self.max_batch, got=n)
         return n
 
     def _index_of(self, name: str) -> int:
         return next(i for n, i, *_ in self._inputs if n == name)
-
-    def _symbolic(self, shape: tuple, b) -> str:
-        axis, factor = b
-        dims = [("N" if factor == 1 else f"{factor}N") if i == axis else str(d) for i, d in enumerate(shape)]
-        return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
 
     def _shape_at(self, index: int, shape: tuple, n: int | None) -> tuple:
         b = self._batch_of.get(index) if n is not None else None

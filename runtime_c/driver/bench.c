@@ -160,9 +160,11 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
         return 2;
     }
     mxcc_set_num_threads(threads);
+    int pool = -1;   /* --pool 1, --no-pool 0: over the network's choice (pool/mxcc_pool.h) */
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--pool") || !strcmp(argv[i], "--no-pool"))
-            mxcc_pool_enable(!strcmp(argv[i], "--pool"));   /* over the network's choice (pool/mxcc_pool.h) */
+            pool = !strcmp(argv[i], "--pool");
+    mxcc_pool_enable(pool);
     char err[1024];
     mxcc_ctx *ctx = net->ctx_create(err, sizeof err);
     void **owned = calloc((size_t)net->num_slots + 1, sizeof *owned);   /* the buffers this program allocated */
@@ -224,12 +226,11 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
                mxcc_get_num_threads(), batch ? batch : net->max_batch, net->max_batch);
     else
         printf("%s: %.3f us per forward (%d iters, %d threads)\n", net->name, us, done, mxcc_get_num_threads());
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--pool")) {
-            long jobs, alone;
-            mxcc_pool_stats(&jobs, &alone);
-            printf("pool: %ld jobs on several threads, %ld of them run by the caller alone\n", jobs, alone);
-        }
+    if (pool == 1) {
+        long jobs, alone;
+        mxcc_pool_stats(&jobs, &alone);
+        printf("pool: %ld jobs on several threads, %ld of them run by the caller alone\n", jobs, alone);
+    }
     if (mxcc_timeline_finish(&timeline, net, argv[0]) || write_outputs(net, slots, batch, argc, argv))
         return 1;
     for (int s = 0; s < net->num_slots; s++)
