@@ -318,7 +318,7 @@ def _moved(plan: Plan, train: Plan, base: int, output_kind: str = "output") -> P
 
 
 def _inference_variant(net, shapes, opts, train: Plan, name: str, first_index: int,
-                       setup: TrainingSetup) -> InferenceVariant | None:
+                       setup: TrainingSetup, batch_axes: dict | None = None) -> InferenceVariant | None:
     """When training changes the forward (BatchNorm, Dropout: passes/train_mode.py), the network in inference
     mode, placed in the training context (see _moved) in an arena range after the training one, so that an
     inference forward between a training forward and a backward leaves the training values alone:
@@ -345,8 +345,9 @@ def _inference_variant(net, shapes, opts, train: Plan, name: str, first_index: i
                                accumulate=setup.accumulate, typed=True)[0], train, base, "recomputed_output")
     # ctx->derived is the variant's own (the training plan folds nothing: its params change every step); the
     # gradient plan folds nothing either (a training plan), so only `infer` writes there
-    forward = lower(infer, f"{name}_infer")
-    backward = lower(grad, f"{name}_infergrad")
+    # a dynamic batch (batch_axes): each plan's values get their batch axes from that plan's own graph
+    forward = lower(infer, f"{name}_infer", _dynamic_batch(infer, shapes, batch_axes) if batch_axes else None)
+    backward = lower(grad, f"{name}_infergrad", _dynamic_batch(grad, shapes, batch_axes) if batch_axes else None)
     if any(c.prepare for c in backward):
         raise AssertionError("the inference gradient's kernels would write ctx->derived over the inference forward's")
     groups = {**dict(zip((c.fn for c in forward), plan_to_json(infer, forward)["groups"])),
@@ -450,7 +451,8 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
         update = update_def(optimizer.kind)       # the optimizer's table entry: C function, states, hyper order
         updates = lower_updates(plan, update, lr_mult, wd_mult, len(calls))
         train_program = lower_train_program(plan, update, optimizer.step_hyper(1))
-        infer = _inference_variant(net, shapes, opts, plan, name, len(calls) + len(updates), setup)
+        infer = _inference_variant(net, shapes, opts, plan, name, len(calls) + len(updates), setup,
+                                   batch_axes if opts.dynamic_batch else None)
         if infer:           # one arena holds both; the variant adds slots
             plan = dc_replace(plan, arena_bytes=infer.arena_bytes, slots=infer.slots)
     lap("lowering" + (" (+ the inference plans of a training build)" if opts.train else ""))

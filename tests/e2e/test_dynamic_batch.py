@@ -251,3 +251,28 @@ def test_a_refused_training_call_changes_nothing():
         ex.forward(is_train=True, X=np.zeros((8, 785), np.float32), label=y)
     assert ex.batch == 3 and ex.outputs[0].shape == (3, 10) and ex.arg_dict["X"] is x3
     assert ex.grad_dict["w0"].shape == (128, 784)
+
+
+@needs_gcc
+def test_inference_forward_of_a_training_build_takes_the_batch():
+    """A network whose modes differ (Dropout) trained with a dynamic batch: forward(is_train=False) and the
+    backward after it run the call's batch, as an executor compiled for that batch does."""
+    sym = mxcc.sym
+    h = sym.Dropout(sym.relu(sym.FullyConnected(sym.var("X"), num_hidden=64, name="fc1")), p=0.5)
+    net = sym.SoftmaxOutput(sym.FullyConnected(h, num_hidden=10, name="fc2"), sym.var("label"), name="softmax")
+    rng = np.random.default_rng(4)
+    params = {"fc1_weight": rng.standard_normal((64, 784)).astype(np.float32) / 28, "fc1_bias": np.zeros(64, np.float32),
+              "fc2_weight": rng.standard_normal((10, 64)).astype(np.float32) / 8, "fc2_bias": np.zeros(10, np.float32)}
+    x = rng.standard_normal((16, 784)).astype(np.float32)
+    y = (np.arange(16) % 10).astype(np.float32)
+    dyn = mxcc.compile(net, {"X": (16, 784), "label": (16,)}, train=True, dynamic_batch=True)
+    dyn.set_params(params)
+    for n in (3, 16, 1):
+        fixed = mxcc.compile(net, {"X": (n, 784), "label": (n,)}, train=True)
+        fixed.set_params(params)
+        got = dyn.forward(is_train=False, X=x[:n], label=y[:n])[0].copy()
+        dyn.backward()
+        ref = fixed.forward(is_train=False, X=x[:n], label=y[:n])[0]
+        fixed.backward()
+        assert got.shape == (n, 10) and rel_err(got, ref) <= 1e-5, n
+        assert rel_err(dyn.grad_dict["fc1_weight"], fixed.grad_dict["fc1_weight"]) <= 1e-5, n
