@@ -27,6 +27,7 @@ _EXTRA_CDEF = """
 #define MXCC_GEMM_SMALLM_MAX ...
 void omp_set_num_threads(int);
 int omp_get_max_threads(void);
+void mxcc_pool_enable(int mode);
 """
 
 
@@ -91,7 +92,8 @@ def build_gemm(build_dir: str | Path, module_name: str = "_mxcc_gemm", march: st
             + _EXTRA_CDEF)
     cflags = (*CFLAGS, f"-march={march}")
     digest = hashlib.sha256(cdef.encode() + " ".join(cflags).encode())
-    for path in sorted(GEMM_DIR.glob("*.[ch]")):
+    for path in [*sorted(GEMM_DIR.glob("*.[ch]")), *sorted((GEMM_DIR.parent / "pool").glob("*.[ch]")),
+                 GEMM_DIR.parent / "parallel.h"]:
         digest.update(path.name.encode() + path.read_bytes())
     module_name = f"{module_name}_{digest.hexdigest()[:12]}"
     build_dir = Path(build_dir)

@@ -47,6 +47,44 @@ static inline long mxcc_split_at(long n, int parts, int part)
     return n * part / parts;
 }
 
+/* A grid of rows x cols units (e.g. pixel panels x weight panels) split into parts of whole units in row-major
+ * order: part p is units [split_at(rows * cols, parts, p), split_at(.., p + 1)), balanced to one unit whatever
+ * the grid's shape (a split of the rows alone leaves threads idle when rows are few: 14 pixel panels on 16
+ * threads). Its units as at most 3 rectangles [r0, r1) x [c0, c1): a partial first row, whole rows, a partial
+ * last row; returns how many. mxcc_range_rects: the same for any range [u0, u1) of the grid's units (a split
+ * balanced by cost rather than count). */
+typedef struct mxcc_rect {
+    long r0, r1;
+    long c0, c1;
+} mxcc_rect;
+
+static inline int mxcc_range_rects(long u0, long u1, long cols, mxcc_rect out[3])
+{
+    int n = 0;
+    long u = u0;
+    if (u < u1 && u % cols != 0) {   /* a partial first row */
+        const long r = u / cols, end = (r + 1) * cols < u1 ? (r + 1) * cols : u1;
+        out[n++] = (mxcc_rect){r, r + 1, u - r * cols, end - r * cols};
+        u = end;
+    }
+    if (u1 - u >= cols) {            /* whole rows */
+        const long r0 = u / cols, r1 = u1 / cols;
+        out[n++] = (mxcc_rect){r0, r1, 0, cols};
+        u = r1 * cols;
+    }
+    if (u < u1) {                    /* a partial last row */
+        const long r = u / cols;
+        out[n++] = (mxcc_rect){r, r + 1, 0, u1 - r * cols};
+    }
+    return n;
+}
+
+static inline int mxcc_grid_rects(long rows, long cols, int parts, int part, mxcc_rect out[3])
+{
+    return mxcc_range_rects(mxcc_split_at(rows * cols, parts, part), mxcc_split_at(rows * cols, parts, part + 1), cols,
+                            out);
+}
+
 static inline int mxcc_thread_num(void)
 {
 #ifdef _OPENMP

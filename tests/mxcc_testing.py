@@ -174,13 +174,16 @@ def run_guarded(lib, threads, scratch_floats, out_shape, call, what: str):
     return y
 
 
-def check_same_bits_on_threads(prob):
-    """prob.run(parallel, threads) on 1 thread, on 2, and serially with 2 available: within prob's bound and
-    the same bits each time (every output is one sum whatever the split)."""
+def check_same_bits_on_threads(prob, more=(5, 16)):
+    """prob.run(parallel, threads) on 1 thread, on 2, serially with 2 available, and on `more` threads (the
+    splits of many-core machines: grids, channel parts; oversubscribed here): within prob's bound and the same
+    bits each time (every output is one sum whatever the split)."""
     one, two, serial = prob.run(1, threads=1), prob.run(1, threads=2), prob.run(0, threads=2)
     prob.check(two)
     np.testing.assert_array_equal(one, two)
     np.testing.assert_array_equal(one, serial)
+    for t in more:
+        np.testing.assert_array_equal(one, prob.run(1, threads=t), err_msg=f"{t} threads")
 
 
 def runnable_marches(marches, base=lambda m: m):

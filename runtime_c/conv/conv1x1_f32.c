@@ -589,24 +589,50 @@ static long units_cost(long u0, long u1, long panels, long tail)
     return (u1 - u0 - tails) * 24 + tails * tail;
 }
 
-/* one thread's part of a split (mxcc_parallel_chunks): pixel units or weight panels */
+/* The grid of pixel units x weight panels (unit-major), split by cost: the cost of its units [0, a), and the first
+ * unit of part p of parts (where the cost reaches p / parts of the whole). */
+static long grid_prefix(long a, int nb, long panels, long tail)
+{
+    const long u = a / nb;
+    return units_cost(0, u, panels, tail) * nb + (a - u * nb) * (u % panels == panels - 1 ? tail : 24);
+}
+
+static long grid_at(long units, int nb, long panels, long tail, int parts, int p)
+{
+    const long total = grid_prefix(units * nb, nb, panels, tail), want = (long)((double)total * p / parts);
+    long lo = 0, hi = units * nb;   /* the least a with prefix(a) >= want */
+    while (lo < hi) {
+        const long mid = lo + (hi - lo) / 2;
+        if (grid_prefix(mid, nb, panels, tail) < want) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* one thread's part of a split (mxcc_parallel_chunks): pixel units, weight panels, or a range of the grid of both */
+enum { BY_PIXELS, BY_WEIGHTS, BY_GRID };
 typedef struct split_job {
     const problem *pb;
     float *scratch;
-    long per_thread, units;
-    int nb, parts, split_pixels;
+    long per_thread, units, panels, tail;
+    int nb, parts, how;
 } split_job;
 
 static void run_part(void *arg, long part, int worker)
 {
     const split_job *j = arg;
     float *s = j->scratch + worker * j->per_thread;
-    if (j->split_pixels) {
+    if (j->how == BY_PIXELS) {
         run_range(j->pb, s, mxcc_split_at(j->units, j->parts, (int)part), mxcc_split_at(j->units, j->parts, (int)part + 1),
                   0, j->nb);
-    } else {
+    } else if (j->how == BY_WEIGHTS) {
         const int b0 = (int)mxcc_split_at(j->nb, j->parts, (int)part), b1 = (int)mxcc_split_at(j->nb, j->parts, (int)part + 1);
         if (b1 > b0) run_range(j->pb, s, 0, j->units, b0, b1);
+    } else {
+        mxcc_rect r[3];
+        const int n = mxcc_range_rects(grid_at(j->units, j->nb, j->panels, j->tail, j->parts, (int)part),
+                                       grid_at(j->units, j->nb, j->panels, j->tail, j->parts, (int)part + 1), j->nb, r);
+        for (int i = 0; i < n; i++) run_range(j->pb, s, r[i].r0, r[i].r1, (int)r[i].c0, (int)r[i].c1);
     }
 }
 
@@ -624,16 +650,24 @@ void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const floa
         run_range(&pb, scratch, 0, units, 0, nb);
         return;
     }
-    /* the split whose busiest thread takes the least time (panel_cost); pixels on a tie (each thread then
-     * reads its own pixels). Counting panels alike, the 7x7 images' panels of 32 and 17 pixels went one to
-     * each thread and one waited 17% of 1024->1024@7 on 2 threads (608 -> 522 us split by weights). */
+    /* the split whose busiest thread takes the least time (panel_cost); on a tie pixels (each thread then reads
+     * its own pixels), then weights, then the grid (whose parts re-read the pixels of a unit they share).
+     * Counting panels alike, the 7x7 images' panels of 32 and 17 pixels went one to each thread and one waited
+     * 17% of 1024->1024@7 on 2 threads (608 -> 522 us split by weights). The grid balances to one tile when
+     * units and weight panels are both few for the threads (14x14 on 16 threads), its parts equal in cost (a short
+     * last panel per image costs less). codegen/splits.py models
+     * this choice. */
     const long last = P - (long)(panels - 1) * NR, tail = panel_cost((int)last);
-    long busiest = 0;
+    long busiest = 0, grid = 0;
     for (int t = 0; t < nt; t++) {
         const long c = units_cost(mxcc_split_at(units, nt, t), mxcc_split_at(units, nt, t + 1), panels, tail);
+        const long g = grid_prefix(grid_at(units, nb, panels, tail, nt, t + 1), nb, panels, tail)
+                     - grid_prefix(grid_at(units, nb, panels, tail, nt, t), nb, panels, tail);
         if (c > busiest) busiest = c;
+        if (g > grid) grid = g;
     }
     const long by_pixels = busiest * nb, by_weights = units_cost(0, units, panels, tail) * ((nb + nt - 1) / nt);
-    split_job job = {&pb, scratch, per_thread, units, nb, nt, by_pixels <= by_weights};
+    const int how = by_pixels <= by_weights && by_pixels <= grid ? BY_PIXELS : by_weights <= grid ? BY_WEIGHTS : BY_GRID;
+    split_job job = {&pb, scratch, per_thread, units, panels, tail, nb, nt, how};
     mxcc_parallel_chunks(nt, nt, run_part, &job);   /* a part per thread; a late thread's part is the caller's */
 }

@@ -376,10 +376,11 @@ static void run_range(const mxcc_conv_geom *g, int O, const float *x, const floa
 }
 
 
-/* one thread's part (mxcc_parallel_chunks): pixel panels, or weight panels when pixel panels are few */
+/* one thread's part (mxcc_parallel_chunks): pixel panels, weight panels, or a range of the grid of both */
+enum { BY_PIXELS, BY_WEIGHTS, BY_GRID };
 typedef struct packed_job {
     const mxcc_conv_geom *g;
-    int O, nq, parts;
+    int O, nq, parts, how;
     const float *x, *wp;
     const mxcc_epilogue *ep;
     float *y, *scratch;
@@ -391,15 +392,32 @@ static void packed_part(void *arg, long part, int worker)
     const packed_job *j = arg;
     float *s = j->scratch + worker * j->per_thread;
     const int t = (int)part;
-    if (j->panels >= 2L * j->parts) {
+    if (j->how == BY_PIXELS) {
         run_range(j->g, j->O, j->x, j->wp, j->ep, j->y, s, j->M, mxcc_split_at(j->panels, j->parts, t),
                   mxcc_split_at(j->panels, j->parts, t + 1), 0, j->nq);
-    } else {
-        /* too few pixel panels to share: each part gathers them all and takes a share of the weight panels */
+    } else if (j->how == BY_WEIGHTS) {
+        /* each part gathers every pixel panel and takes a share of the weight panels */
         const int q0 = (int)mxcc_split_at(j->nq, j->parts, t), q1 = (int)mxcc_split_at(j->nq, j->parts, t + 1);
         if (q1 > q0) run_range(j->g, j->O, j->x, j->wp, j->ep, j->y, s, j->M, 0, j->panels, q0, q1);
+    } else {
+        mxcc_rect r[3];
+        const int n = mxcc_grid_rects(j->panels, j->nq, j->parts, t, r);
+        for (int i = 0; i < n; i++)
+            run_range(j->g, j->O, j->x, j->wp, j->ep, j->y, s, j->M, r[i].r0, r[i].r1, (int)r[i].c0, (int)r[i].c1);
     }
 }
+
+/* How nt parts split panels x nq tiles: the split whose busiest part computes the fewest tiles; on a tie pixel
+ * panels (each part gathers only its own), then weight panels, then the grid (whose parts re-gather the pixel
+ * panels they share with a neighbour). codegen/splits.py models this. */
+static int packed_split(long panels, int nq, int nt)
+{
+    const long by_pixels = (panels + nt - 1) / nt * nq, by_weights = panels * ((nq + nt - 1) / nt);
+    const long by_grid = (panels * nq + nt - 1) / nt;
+    if (by_pixels <= by_weights && by_pixels <= by_grid) return BY_PIXELS;
+    return by_weights <= by_grid ? BY_WEIGHTS : BY_GRID;
+}
+
 void mxcc_conv_packed_f32(const mxcc_conv_geom *g, int batch, int O, const float *x, const float *wp,
                           const mxcc_epilogue *ep, float *y, float *scratch, int parallel)
 {
@@ -414,6 +432,7 @@ void mxcc_conv_packed_f32(const mxcc_conv_geom *g, int batch, int O, const float
         run_range(g, O, x, wp, ep, y, scratch, M, 0, panels, 0, nq);
         return;
     }
-packed_job job = {g, O, nq, nt, x, wp, ep, y, scratch, M, panels, per_thread};
+    packed_job job = {g, O, nq, nt, packed_split(panels, nq, nt), x, wp, ep, y, scratch, M, panels,
+                      per_thread};
     mxcc_parallel_chunks(nt, nt, packed_part, &job);   /* a part per thread; a late thread's by the caller */
 }

@@ -123,6 +123,8 @@ typedef struct plan {
     long v_off, m_off, strip_off, zero_off, per_thread;  /* floats, each a multiple of 16 */
 } plan;
 
+static plan with_tb(plan p, long tb);
+
 static plan plan_of(const mxcc_conv_geom *g, int batch, int O)
 {
     plan p;
@@ -143,7 +145,14 @@ static plan plan_of(const mxcc_conv_geom *g, int batch, int O)
      * input channels (C = 3: 1 MiB of V holds 2400 tiles) would need an M of tens of MiB */
     tb = min_l(tb, MR * max_l(MIN_TB_PANELS, M_BYTES / (36L * NR * (long)sizeof(float) * MR)));
     tb = min_l(tb, round_up(p.tiles, MR));
-    tb = round_up(ceil_div(p.tiles, ceil_div(p.tiles, tb)), MR);
+    return with_tb(p, round_up(ceil_div(p.tiles, ceil_div(p.tiles, tb)), MR));
+}
+
+/* The plan with tile blocks of tb tiles (a multiple of MR, at most plan_of's: the scratch is sized by it):
+ * ob and the scratch layout follow. */
+static plan with_tb(plan p, long tb)
+{
+    const int O = p.O;
     p.tb = tb;
     long ob = NR * max_l(1, M_BYTES / (36L * tb * (long)sizeof(float) * NR));
     ob = min_l(ob, round_up(O, NR));
@@ -809,23 +818,65 @@ static void wino_part(void *arg, long part, int worker)
         }
     }
 }
+/* How nt threads share the layer: units of (tile block, part of the output-channel panels). plan_of's
+ * cache-sized blocks while they give every thread work (parts of the channels only when blocks are few, as
+ * few as make 2 units per thread); otherwise (few tiles for many threads: 14x14 tiles on 16 threads) the
+ * blocks and channel parts whose busiest thread has the least work, counted in MR-tile x NR-channel panels
+ * (ties: larger blocks, then fewer channel parts, which transform the input once per block). The tile block
+ * does not change any sum: the result is the same for every split. codegen/splits.py models this. */
+static void choose_units(long tiles, long tb0, int npanels, int nt, long *tb, int *nparts)
+{
+    const long tp = ceil_div(tiles, MR), nblocks0 = ceil_div(tiles, tb0);
+    *tb = tb0;
+    *nparts = nt > 1 && nblocks0 < 2L * nt ? (int)min_l(npanels, ceil_div(2L * nt, nblocks0)) : 1;
+    double best = -1.0;
+    long seen = -1;
+    for (long bp = tb0 / MR; bp >= 1 && nt > 1; bp--) {
+        const long nblocks = ceil_div(tp, bp);
+        if (nblocks == seen) continue;   /* the same blocks as a larger bp */
+        seen = nblocks;
+        const long bpb = ceil_div(tp, nblocks);   /* panels per block, balanced */
+        for (int np = 1; np <= npanels; np++) {
+            if (np > 1 && ceil_div(npanels, np) == ceil_div(npanels, np - 1)) continue;
+            const long units = nblocks * np;
+            const double busiest = (double)ceil_div(units, nt) * bpb * ceil_div(npanels, np);
+            const double eff = (double)tp * npanels / nt / busiest;
+            if (bp == tb0 / MR && np == *nparts && eff >= 0.9) return;   /* plan_of's blocks do */
+            if (eff > best + 1e-9) {
+                best = eff;
+                *tb = bpb * MR;
+                *nparts = np;
+            }
+        }
+    }
+}
+
 void mxcc_winograd_f43_f32(const mxcc_conv_geom *g, int batch, int O, const float *x, const float *u,
                            const mxcc_epilogue *ep, float *y, float *scratch, int parallel)
 {
-    const plan pl = plan_of(g, batch, O);
-    const plan *p = &pl;
-    if (p->tiles <= 0 || O <= 0)
+    plan pl = plan_of(g, batch, O);
+    if (pl.tiles <= 0 || O <= 0)
         return;
     if (mxcc_epilogue_is_noop(ep))
         ep = NULL;
-    const long nblocks = ceil_div(p->tiles, p->tb);
-    const int npanels = (int)ceil_div(O, NR), bpanels = (int)(p->ob / NR);
+    const int npanels = (int)ceil_div(O, NR);
     int nt = (parallel && omp_get_level() == 0 && !mxcc_pool_in_chunk()) ? omp_get_max_threads() : 1;   /* no flops
                                                                                        rule: tiles are big */
-    /* units = (tile block, part of the output channels); parts only when blocks are few for the team */
-    const int nparts = nt > 1 && nblocks < 2L * nt ? (int)min_l(npanels, ceil_div(2L * nt, nblocks)) : 1;
-    const long units = nblocks * nparts;
+    long tb;
+    int nparts;
+    choose_units(pl.tiles, pl.tb, npanels, nt, &tb, &nparts);
+    if (tb != pl.tb) {
+        const plan smaller = with_tb(pl, tb);
+        if (smaller.per_thread <= pl.per_thread)   /* the scratch is sized for plan_of's blocks */
+            pl = smaller;
+        else
+            nparts = nt > 1 && ceil_div(pl.tiles, pl.tb) < 2L * nt
+                   ? (int)min_l(npanels, ceil_div(2L * nt, ceil_div(pl.tiles, pl.tb))) : 1;
+    }
+    const plan *p = &pl;
+    const long units = ceil_div(p->tiles, p->tb) * nparts;
+    const int bpanels = (int)(p->ob / NR);
     nt = (int)min_l(nt, units);
-wino_job job = {p, u, x, ep, y, scratch, units, nparts, npanels, bpanels, nt, O};
+    wino_job job = {p, u, x, ep, y, scratch, units, nparts, npanels, bpanels, nt, O};
     mxcc_parallel_chunks(nt, nt, wino_part, &job);   /* a part per thread; a late thread's by the caller */
 }

@@ -167,19 +167,40 @@ static void choose_ways(int M, int N, int nt, int b_prepacked, int *ic_ways, int
     }
 }
 
+/* Whether nt parts should take ranges of the MR x NR tiles in row-major order (each part up to 3 rectangles:
+ * mxcc_grid_rects) rather than cells of the ic_ways x jr_ways grid: when the grid leaves threads idle or
+ * unevenly loaded (below 0.9 of its tiles per thread: 19 row panels on 8 row groups, MLP b256 on 16 threads)
+ * and ranges balance better. Only for one column block (N <= NC), and only where no part waits for another.
+ * A range packs the A panels of the rows it touches, at most two more than a grid cell. codegen/splits.py
+ * models this. */
+static int grid_ranges(int M, int N, int nt, int ic_ways, int jr_ways)
+{
+    const long um = ceil_div(M, MR), un = ceil_div(N, NR), tiles = um * un;
+    if (N > NC || tiles < nt)
+        return 0;
+    const double grid = (double)tiles / ((double)ic_ways * ceil_div((int)um, ic_ways) * jr_ways * ceil_div((int)un, jr_ways));
+    const double ranges = (double)tiles / ((double)nt * ((tiles + nt - 1) / nt));
+    return grid < 0.9 && ranges > grid + 0.02;
+}
+
 /* The five loops, run by thread `tid` of a team of `nt` split ic_ways x jr_ways (nt == 1: serial).
  * a_pack: (MC, KC) this thread's; b_pack[2]: two (KC, NC) buffers shared by the team (the same buffer
  * twice when serial). */
-static void gemm_loops(const gemm_problem *g, int nt, int tid, int ic_ways, int jr_ways,
+static void gemm_loops(const gemm_problem *g, int nt, int tid, int ic_ways, int jr_ways, const mxcc_rect *rect,
                        float *a_pack, float *const b_pack[2], float *b_private, int share_b)
 {
     const int M = g->M, N = g->N, K = g->K;
     /* balanced steps: K = 784 runs as 2 x 392, not 384 + 384 + 16 */
     const int kc_step = ceil_div(K, ceil_div(K, KC));
     const int nc_step = ceil_div(ceil_div(N, ceil_div(N, NC)), NR) * NR;
-    /* this thread's rows (whole MR panels) and their MC blocks */
+    /* this thread's rows (whole MR panels) and their MC blocks: of the grid, or the rectangle given */
     int m_begin, m_end;
-    split_range(ceil_div(M, MR), ic_ways, tid / jr_ways, &m_begin, &m_end);
+    if (rect) {
+        m_begin = (int)rect->r0;
+        m_end = (int)rect->r1;
+    } else {
+        split_range(ceil_div(M, MR), ic_ways, tid / jr_ways, &m_begin, &m_end);
+    }
     m_begin *= MR;
     m_end = min_int(m_end * MR, M);
     const int rows = m_end - m_begin;
@@ -196,11 +217,16 @@ static void gemm_loops(const gemm_problem *g, int nt, int tid, int ic_ways, int 
             float *bp = b_pack[iter & 1];  /* (kc, nc) packed; alternates so one barrier is enough */
             /* this thread's B micro-panels in loop 2 */
             int q_begin, q_end;
-            split_range(panels_n, jr_ways, tid % jr_ways, &q_begin, &q_end);
+            if (rect) {   /* one column block (grid_ranges) */
+                q_begin = (int)rect->c0;
+                q_end = (int)rect->c1;
+            } else {
+                split_range(panels_n, jr_ways, tid % jr_ways, &q_begin, &q_end);
+            }
             /* pack B[pc:pc+kc, jc:jc+nc]. When the team splits only loop 2 (ic_ways == 1), each thread packs
              * just the micro-panels it multiplies: private, no barrier. Otherwise threads of different row
              * groups need the same panels: each packs a slice, then a barrier. */
-            const int shared_b = share_b && ic_ways > 1 && !g->Bp;
+            const int shared_b = share_b && ic_ways > 1 && !g->Bp && !rect;
             int p_begin = q_begin, p_end = q_end;
             if (g->Bp) {
                 /* prepacked whole: nothing to pack; panels of this column block start at Bp + jc * K */
@@ -301,6 +327,7 @@ typedef struct loops_job {
     const gemm_problem *g;
     mxcc_gemm_ws *ws;
     int nt, ic_ways, jr_ways;
+    int ranges;   /* 1: part t is range t of the tiles in row-major order (grid_ranges), not a grid cell */
 } loops_job;
 
 static void loops_part(void *arg, long part, int worker)
@@ -308,7 +335,14 @@ static void loops_part(void *arg, long part, int worker)
     const loops_job *j = arg;
     float *own = j->ws->slots[worker].b_pack;
     float *b_pack[2] = {own, own};   /* not read: no part shares B */
-    gemm_loops(j->g, j->nt, (int)part, j->ic_ways, j->jr_ways, j->ws->slots[worker].a_pack, b_pack, own, 0);
+    if (!j->ranges) {
+        gemm_loops(j->g, j->nt, (int)part, j->ic_ways, j->jr_ways, NULL, j->ws->slots[worker].a_pack, b_pack, own, 0);
+        return;
+    }
+    mxcc_rect r[3];
+    const int n = mxcc_grid_rects(ceil_div(j->g->M, MR), ceil_div(j->g->N, NR), j->nt, (int)part, r);
+    for (int i = 0; i < n; i++)
+        gemm_loops(j->g, 1, 0, 1, 1, &r[i], j->ws->slots[worker].a_pack, b_pack, own, 0);
 }
 
 /* ---- entry point ------------------------------------------------------------------------------------- */
@@ -352,7 +386,7 @@ static void gemm_serial_nested(const gemm_problem *g, mxcc_gemm_ws *ws)
         }
     }
     float *b_pack[2] = {ws->slots[s].b_pack, ws->slots[s].b_pack};
-    gemm_loops(g, 1, 0, 1, 1, ws->slots[s].a_pack, b_pack, ws->slots[s].b_pack, 0);
+    gemm_loops(g, 1, 0, 1, 1, NULL, ws->slots[s].a_pack, b_pack, ws->slots[s].b_pack, 0);
     omp_unset_lock(&ws->slots[s].lock);
 }
 
@@ -384,7 +418,7 @@ static void gemm_run(mxcc_gemm_ws *ws, const gemm_problem *g)
     }
     if (nt == 1) {
         float *b_pack[2] = {ws->slots[0].b_pack, ws->slots[0].b_pack};
-        gemm_loops(g, 1, 0, 1, 1, ws->slots[0].a_pack, b_pack, ws->slots[0].b_pack, 0);
+        gemm_loops(g, 1, 0, 1, 1, NULL, ws->slots[0].a_pack, b_pack, ws->slots[0].b_pack, 0);
         return;
     }
     int ic_ways, jr_ways;
@@ -393,7 +427,7 @@ static void gemm_run(mxcc_gemm_ws *ws, const gemm_problem *g)
         /* no part waits for another (on the pool, row groups pack their own B panels rather than share them
          * behind a barrier: an OpenMP team beside the pool would cost more than the repacking, ~ic_ways/2M
          * of the work): parts any thread may run, a late thread's by the caller */
-        loops_job job = {g, ws, nt, ic_ways, jr_ways};
+        loops_job job = {g, ws, nt, ic_ways, jr_ways, grid_ranges(M, N, nt, ic_ways, jr_ways)};
         mxcc_parallel_chunks(nt, nt, loops_part, &job);
         return;
     }
@@ -406,7 +440,7 @@ static void gemm_run(mxcc_gemm_ws *ws, const gemm_problem *g)
             choose_ways(M, N, team, g->Bp != NULL, &icw, &jrw);
         }
         float *b_pack[2] = {ws->slots[0].b_pack, ws->slots[team > 1 ? 1 : 0].b_pack};
-        gemm_loops(g, team, tid, icw, jrw, ws->slots[tid].a_pack, b_pack, ws->slots[tid].b_pack, 1);
+        gemm_loops(g, team, tid, icw, jrw, NULL, ws->slots[tid].a_pack, b_pack, ws->slots[tid].b_pack, 1);
     }
 }
 

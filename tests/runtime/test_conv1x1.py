@@ -94,7 +94,9 @@ def test_conv1x1_epilogue(isa, ep, act):
 
 @pytest.mark.parametrize("shape", [(1, 48, 400, 40),    # 13 pixel panels: split by pixels
                                    (1, 64, 49, 128),    # 2 panels, 11+ weight panels: split by weights
-                                   (3, 16, 70, 50)], ids=lambda s: "n{}c{}p{}o{}".format(*s))
+                                   (3, 16, 70, 50),
+                                   (1, 32, 196, 200)],  # 7 x 17 panels: a grid on 16 threads
+                         ids=lambda s: "n{}c{}p{}o{}".format(*s))
 def test_conv1x1_threads_give_identical_bits(isa, shape):
     check_same_bits_on_threads(Pointwise(*isa, *shape, ep=("scale", "shift", "residual"), act="RELU", seed=2))
 

@@ -123,6 +123,7 @@ def test_packed_conv_epilogue(isa, ep, act):
     (1, 8, (14, 14), (3, 3), (1, 1), (1, 1), (1, 1), 64),    # many pixel panels: split by pixels
     (1, 16, (7, 7), (3, 3), (1, 1), (1, 1), (1, 1), 128),    # 4 panels: split by weight panels
     (3, 4, (9, 9), (3, 3), (2, 2), (1, 1), (1, 1), 50),
+    (1, 16, (14, 14), (3, 3), (2, 2), (1, 1), (1, 1), 256),   # few pixel panels and 8-16 weight panels: a grid
 ], ids=_id)
 def test_packed_conv_threads_give_identical_bits(isa, geo):
     ffi, lib = isa

@@ -566,3 +566,38 @@ def test_scaled_packed_b_is_the_packed_scaled_b(gemm, k, n):
     lib.mxcc_gemm_scale_packed_b_f32(k, n, fbuf(ffi, got), fbuf(ffi, scale))
     lib.mxcc_gemm_pack_b_f32(1, k, n, fbuf(ffi, np.ascontiguousarray(w * scale[:, None])), k, fbuf(ffi, want))
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("pool", [0, 1], ids=["openmp", "pool"])
+def test_bits_do_not_depend_on_threads(gemm, pool):
+    """1 to 32 threads (oversubscribed here: the splits of many-core machines, grid cells or row-major ranges
+    of tiles), packed B or prepacked, OpenMP or mxcc's pool: the same bits (each tile of C is one sum over K
+    whatever the split). MLP b256 784->128 on 16 threads takes ranges (grid_ranges)."""
+    ffi, lib = gemm
+    rng = np.random.default_rng(11)
+    ws = lib.mxcc_gemm_ws_create(32)
+    before = lib.omp_get_max_threads()
+    lib.mxcc_pool_enable(pool)
+    try:
+        for M, N, K in [(256, 128, 784), (256, 64, 128), (100, 512, 800), (57, 200, 300)]:
+            A = rng.standard_normal((M, K)).astype(np.float32)
+            B = rng.standard_normal((N, K)).astype(np.float32)   # (N, K): FullyConnected's weight
+            bp = np.empty(lib.mxcc_gemm_packed_b_floats(K, N), np.float32)
+            lib.mxcc_gemm_pack_b_f32(1, K, N, fbuf(ffi, B), K, fbuf(ffi, bp))
+            runs = {}
+            for t in (1, 2, 5, 16, 32):
+                lib.omp_set_num_threads(t)
+                C = np.full((M, N), np.nan, np.float32)
+                lib.mxcc_gemm_f32(ws, 0, 1, M, N, K, fbuf(ffi, A), K, fbuf(ffi, B), K, 0.0, fbuf(ffi, C), N, ffi.NULL)
+                Cp = np.full((M, N), np.nan, np.float32)
+                lib.mxcc_gemm_f32_packed_b(ws, 0, M, N, K, fbuf(ffi, A), K, fbuf(ffi, bp), 0.0, fbuf(ffi, Cp), N,
+                                           ffi.NULL)
+                runs[t] = (C, Cp)
+            for t, (C, Cp) in runs.items():
+                np.testing.assert_array_equal(runs[1][0], C, err_msg=f"{M}x{N}x{K}, {t} threads")
+                np.testing.assert_array_equal(runs[1][1], Cp, err_msg=f"{M}x{N}x{K} prepacked, {t} threads")
+            assert np.allclose(runs[1][0], A @ B.T, rtol=1e-4, atol=1e-3)
+    finally:
+        lib.omp_set_num_threads(before)
+        lib.mxcc_pool_enable(-1)
+        lib.mxcc_gemm_ws_free(ws)

@@ -190,16 +190,20 @@ def test_resnet_shapes_realistic_error(wg, problem):
 
 
 @pytest.mark.parametrize("problem", [(1, 70, 70, 7, 7, 1), (2, 64, 96, 28, 28, 1), (3, 17, 45, 13, 11, 2),
-                                     (1, 512, 64, 7, 7, 1)], ids=lambda p: "b{}_c{}_o{}_{}x{}_p{}".format(*p))
+                                     (1, 512, 64, 7, 7, 1), (1, 64, 64, 56, 56, 1)],
+                         ids=lambda p: "b{}_c{}_o{}_{}x{}_p{}".format(*p))
 def test_thread_count_gives_identical_bits(wg, problem):
-    """1 thread, 2 threads, and parallel = 0: the same bits (threads split tiles and output channels, never
-    a sum). 7x7 at batch 1 has 4 tiles: the 2-thread run splits the output channels."""
+    """1, 2, 5 and 16 threads, and parallel = 0: the same bits (threads split tiles and output channels, never
+    a sum). 7x7 at batch 1 has 4 tiles: the 2-thread run splits the output channels; 56x56 on 16 threads
+    takes smaller tile blocks than the cache-sized ones (choose_units)."""
     ffi, lib = wg
     batch, c, o, h, w, pad = problem
     x, wt = realistic(np.random.default_rng(7), batch, c, o, h, w)
     one = run(ffi, lib, x, wt, pad, threads=1)
     np.testing.assert_array_equal(one, run(ffi, lib, x, wt, pad, threads=2))
     np.testing.assert_array_equal(one, run(ffi, lib, x, wt, pad, threads=2, parallel=0))
+    for t in (5, 16):
+        np.testing.assert_array_equal(one, run(ffi, lib, x, wt, pad, threads=t), err_msg=f"{t} threads")
 
 
 ACT = {"NONE": lambda v: v, "RELU": lambda v: np.maximum(v, 0), "SIGMOID": lambda v: 1 / (1 + np.exp(-v)),

@@ -1,0 +1,563 @@
+"""How each kernel's parallel work splits over T threads: a pure-Python model of the runtime's splits.
+
+The runtime decides its splits at run time from the thread count (runtime_c/parallel.h and each kernel's
+driver: the GEMM's `choose_split`, conv1x1's pixel-or-weight split, the Winograd unit split, ...). This module
+repeats those decisions for a lowered KernelCall and a thread count T, and weighs each thread's share in the
+kernel's own cost unit (a micro-kernel tile over K, a pixel panel, a plane, a loop iteration), so `mxcc
+inspect --threads T` can show, without a build or a T-core machine, how many parts every kernel makes and
+how evenly they load the threads:
+
+    efficiency = mean work per thread / max work per thread      (over the threads the call uses)
+    ideal      = the same for the best split of the kernel's atoms (its finest independent units) into
+                 `threads` contiguous ranges: what any split of this algorithm could reach
+
+`threads` is T, or fewer where the work does not pay for more (MIN_FLOPS_PER_THREAD per thread: a fork
+costs more than it saves) or has fewer atoms than T. The model is checked against the C it describes: the
+runtime's split simulator (`<net>_bench --simulate-threads T`, runtime_c/pool/) runs each job's chunks one
+by one and reports their count, which tests/codegen/test_splits.py compares with `parts` here.
+
+Constants follow the C headers named beside them; they differ per ISA (the micro-kernel's MR x NR).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from mxcc.codegen.batchvar import at_max
+
+MIN_FLOPS_PER_THREAD = 1 << 19   # runtime_c/gemm/gemm_config.h MXCC_GEMM_MIN_FLOPS_PER_THREAD
+SMALLM_MAX = 32                  # MXCC_GEMM_SMALLM_MAX
+SMALLM_MAX_A = 1 << 18           # MXCC_GEMM_SMALLM_MAX_A
+
+
+@dataclass(frozen=True)
+class Isa:
+    """The blocking of one build (runtime_c/gemm/gemm_config.h, conv/conv1x1_f32.c, conv/conv_direct_f32.c)."""
+    name: str
+    mr: int          # GEMM micro-kernel rows (MXCC_GEMM_MR)
+    nr: int          # GEMM micro-kernel columns (MXCC_GEMM_NR)
+    mc: int
+    kc: int
+    nc: int
+    pw_mr: int       # conv1x1 weight panel rows (MR)
+    lanes: int       # MXCC_SIMD_SIZE_F32
+    direct_ob: int   # conv_direct OB
+
+
+ISAS = {
+    "avx512": Isa("avx512", 14, 32, 112, 512, 3072, 12, 16, 8),
+    "avx2": Isa("avx2", 6, 16, 144, 384, 3072, 6, 8, 4),
+    "c": Isa("c", 6, 16, 96, 256, 2048, 4, 8, 4),
+}
+
+
+def host_isa() -> str:
+    """The ISA a build for this machine uses (-march=native): 'avx512', 'avx2' or 'c'."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return "c"
+    if "avx512f" in flags:
+        return "avx512"
+    return "avx2" if "avx2" in flags and "fma" in flags else "c"
+
+
+@dataclass(frozen=True)
+class Split:
+    """One runtime call's split at T threads."""
+    kernel: str                  # the runtime split modelled: gemm, gemm_small_m, gemm_row, conv1x1, conv_packed,
+                                 # winograd, direct, depthwise, softmax_rows, parts (a generated loop), openmp, serial
+    threads: int                 # threads the work pays for: T, or fewer by the FLOPs rule (parallel.h)
+    parts: int                   # chunks of its job (0: no job, the call runs serially or as an OpenMP region)
+    atoms: int                   # the finest independent units of its work
+    loads: tuple = ()            # work per thread, len == threads, 0 for a thread the split leaves idle (empty
+                                 # when not modelled)
+    how: str = ""                # the split chosen, in words
+    calls: int = 1               # runtime calls per kernel call (e.g. one per image)
+
+    @property
+    def efficiency(self) -> float | None:
+        if not self.loads or max(self.loads) <= 0:
+            return None
+        return sum(self.loads) / len(self.loads) / max(self.loads)
+
+    @property
+    def ideal(self) -> float:
+        t = max(1, self.threads)
+        return self.atoms / (t * math.ceil(self.atoms / t)) if self.atoms >= 1 else 1.0
+
+    @property
+    def jobs(self) -> int:
+        """Parallel jobs (regions) this kernel call runs per forward."""
+        return self.calls if self.parts > 1 or self.kernel == "openmp" else 0
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _split_at(n: int, parts: int, part: int) -> int:
+    return n * part // parts   # parallel.h mxcc_split_at, mxcc_pool.h mxcc_part_begin
+
+
+def _ranges(n: int, parts: int) -> list[tuple[int, int]]:
+    return [(_split_at(n, parts, p), _split_at(n, parts, p + 1)) for p in range(parts)]
+
+
+def threads_for(flops: float, max_threads: int) -> int:
+    """parallel.h mxcc_threads_for."""
+    fit = flops / MIN_FLOPS_PER_THREAD
+    return 1 if fit < 2.0 else (int(fit) if fit < max_threads else max_threads)
+
+
+def _serial(kernel: str, atoms: int = 1, load: float = 1.0, how: str = "serial") -> Split:
+    return Split(kernel, 1, 0, atoms, (load,), how)
+
+
+def _padded(loads, threads: int) -> tuple:
+    """Per-thread loads of a split into fewer parts than the threads the work pays for: the rest idle."""
+    loads = tuple(float(x) for x in loads)
+    return loads + (0.0,) * (threads - len(loads))
+
+
+# ---- GEMM (runtime_c/gemm/gemm_f32.c) --------------------------------------------------------------------
+
+def gemm_choose_ways(M: int, N: int, nt: int, prepacked: bool, isa: Isa) -> tuple[int, int]:
+    """gemm_f32.c choose_ways: the ic_ways x jr_ways grid of nt threads."""
+    units_m, units_n = _cdiv(M, isa.mr), _cdiv(min(N, isa.nc), isa.nr)
+    best, ways = -1.0, (nt, 1)
+    for a in range(1, nt + 1):
+        if nt % a:
+            continue
+        b = nt // a
+        eff_m = units_m / (a * _cdiv(units_m, a))
+        eff_n = units_n / (b * _cdiv(units_n, b))
+        per_thread = units_n * isa.nr / b / 16.0
+        score = eff_m * eff_n * (0.97 if a > 1 and not prepacked else 1.0) / (1.0 + 0.02 * (b - 1))
+        score *= per_thread / 4.0 if per_thread < 4.0 else 1.0
+        if score > best:
+            best, ways = score, (a, b)
+    return ways
+
+
+def _gemm_tiles(M: int, N: int, isa: Isa) -> tuple[list[int], list[list[int]]]:
+    """Row panels (rows each) and, per jc block, its column panels (columns each)."""
+    rows = [min(isa.mr, M - i) for i in range(0, M, isa.mr)]
+    nc_step = _cdiv(_cdiv(N, _cdiv(N, isa.nc)), isa.nr) * isa.nr
+    blocks = [[min(isa.nr, min(nc_step, N - jc) - j) for j in range(0, min(nc_step, N - jc), isa.nr)]
+              for jc in range(0, N, nc_step)]
+    return rows, blocks
+
+
+def gemm_split(M: int, N: int, K: int, T: int, isa: Isa, *, prepacked: bool, trans_a: bool = False,
+               trans_b: bool = False) -> Split:
+    """mxcc_gemm_f32 / mxcc_gemm_f32_packed_b at T threads. Work: micro-kernel tiles x K (a partial tile costs
+    a whole one: the kernel runs MR x NR lanes masked)."""
+    if M <= 0 or N <= 0 or K <= 0:
+        return _serial("gemm", 1, 0.0)
+    small_m = not prepacked and M <= SMALLM_MAX and M * K <= SMALLM_MAX_A and not trans_a and trans_b
+    flops = 2.0 * (16 if small_m and M < 16 else M) * N * K
+    nt = threads_for(flops, T)
+    if small_m:
+        groups = _cdiv(N, 4)   # columns in groups of 4, the rowdot register tile
+        if nt == 1:
+            return _serial("gemm_small_m", groups, float(M * N * K))
+        loads = tuple(float(M * K * (min(e * 4, N) - min(b * 4, N))) for b, e in _ranges(groups, nt))
+        return Split("gemm_small_m", nt, nt, groups, loads, f"columns in {nt} parts")
+    rows, blocks = _gemm_tiles(M, N, isa)
+    atoms = len(rows) * sum(len(b) for b in blocks)
+    if nt == 1:
+        return _serial("gemm", atoms, float(atoms * K))
+    split = gemm_plan(M, N, nt, prepacked, isa)
+    loads = tuple(float(len(part) * K) for part in split.tiles)
+    return Split("gemm", nt, nt, atoms, loads, split.how)
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    how: str
+    tiles: tuple = field(default=())   # per part: the (row panel, column panel) tiles it computes, per jc block
+
+
+def _gemm_ranges(M: int, N: int, nt: int, ic: int, jr: int, isa: Isa) -> bool:
+    """gemm_f32.c grid_ranges: tiles in row-major ranges rather than grid cells."""
+    um, un = _cdiv(M, isa.mr), _cdiv(N, isa.nr)
+    tiles = um * un
+    if N > isa.nc or tiles < nt:
+        return False
+    grid = tiles / (ic * _cdiv(um, ic) * jr * _cdiv(un, jr))
+    ranges = tiles / (nt * _cdiv(tiles, nt))
+    return grid < 0.9 and ranges > grid + 0.02
+
+
+def gemm_plan(M: int, N: int, nt: int, prepacked: bool, isa: Isa) -> GemmPlan:
+    """The parts of a parallel GEMM (gemm_f32.c gemm_run): an ic_ways x jr_ways grid (choose_ways), or ranges
+    of its tiles in row-major order (grid_ranges), when no part waits for another (B prepacked, a grid of one
+    row group, or mxcc's pool: the pool is what the model assumes)."""
+    rows, blocks = _gemm_tiles(M, N, isa)
+    ic, jr = gemm_choose_ways(M, N, nt, prepacked, isa)
+    if _gemm_ranges(M, N, nt, ic, jr, isa):
+        tiles = [(r, q) for r in range(len(rows)) for q in range(len(blocks[0]))]
+        return GemmPlan(f"{len(tiles)} tiles in {nt} row-major ranges",
+                        tuple(tuple(tiles[b:e]) for b, e in _ranges(len(tiles), nt)))
+    parts = []
+    for t in range(nt):
+        r0, r1 = _ranges(len(rows), ic)[t // jr]
+        tiles = []
+        for b in blocks:
+            q0, q1 = _ranges(len(b), jr)[t % jr]
+            tiles += [(r, q) for r in range(r0, r1) for q in range(q0, q1)]
+        parts.append(tiles)
+    return GemmPlan(f"{ic}x{jr} grid (rows x columns)", tuple(tuple(p) for p in parts))
+
+
+def gemm_row_split(M: int, N: int, K: int, T: int, isa: Isa, parallel: bool = True) -> Split:
+    """mxcc_gemm_f32_small_m_packed_b (smallm_packed_f32.c): one row of A against NR-column weight panels."""
+    npanels = _cdiv(N, isa.nr)
+    pays = threads_for(2.0 * 16 * N * K, T) if parallel else 1
+    nt = min(pays, npanels)
+    if nt <= 1:
+        return Split("gemm_row", pays, 0, npanels, _padded([npanels], pays), "serial")
+    loads = _padded([e - b for b, e in _ranges(npanels, nt)], pays)
+    return Split("gemm_row", pays, nt, npanels, loads, f"weight panels in {nt} parts")
+
+
+# ---- convolutions (runtime_c/conv/) ----------------------------------------------------------------------
+
+def _pw_panel_cost(np_: int, isa: Isa) -> int:
+    """conv1x1_f32.c panel_cost: a pixel panel of np pixels in 1/24 of a full tile."""
+    nr = 2 * isa.lanes
+    if np_ == nr:
+        return 24
+    widths3 = isa.name == "avx512"
+    cost, left = 0, np_
+    while left > 0:
+        if left <= 5:   # COL_MAX
+            return cost + left
+        take = 16 if widths3 and left >= 16 else (left if left < 8 else 8)
+        cost += (12 if take == 16 else 6) if widths3 else 12
+        left -= take
+    return cost
+
+
+def _pw_units_cost(u0: int, u1: int, panels: int, tail: int) -> int:
+    tails = u1 // panels - u0 // panels
+    return (u1 - u0 - tails) * 24 + tails * tail
+
+
+def conv1x1_split(batch: int, C: int, P: int, O: int, T: int, isa: Isa, parallel: bool = True) -> Split:
+    """mxcc_conv1x1_f32: pixel panels (NR pixels of one image) x weight panels (MR channels)."""
+    nr = 2 * isa.lanes
+    panels, nb = _cdiv(P, nr), _cdiv(O, isa.pw_mr)
+    units = batch * panels
+    atoms = units * nb
+    nt = threads_for(2.0 * batch * P * O * C, T) if parallel else 1
+    tail = _pw_panel_cost(P - (panels - 1) * nr, isa)
+    if nt == 1:
+        return _serial("conv1x1", atoms, float(_pw_units_cost(0, units, panels, tail) * nb))
+    by_pixel = [_pw_units_cost(b, e, panels, tail) * nb for b, e in _ranges(units, nt)]
+    by_weight = [_pw_units_cost(0, units, panels, tail) * (e - b) for b, e in _ranges(nb, nt)]
+    at = [_pw_grid_at(units, nb, panels, tail, nt, p) for p in range(nt + 1)]
+    by_grid = [_pw_grid_prefix(at[p + 1], nb, panels, tail) - _pw_grid_prefix(at[p], nb, panels, tail)
+               for p in range(nt)]
+    pixels, weights = max(by_pixel), _pw_units_cost(0, units, panels, tail) * _cdiv(nb, nt)
+    if pixels <= weights and pixels <= max(by_grid):
+        loads, how = by_pixel, f"pixel panels in {nt} parts"
+    elif weights <= max(by_grid):
+        loads, how = by_weight, f"weight panels in {nt} parts"
+    else:
+        loads, how = by_grid, f"{units} pixel x {nb} weight panels in {nt} parts"
+    return Split("conv1x1", nt, nt, atoms, tuple(float(x) for x in loads), how)
+
+
+def _pw_grid_prefix(a: int, nb: int, panels: int, tail: int) -> int:
+    """conv1x1_f32.c grid_prefix: the cost of the (pixel unit, weight panel) grid's units [0, a), unit-major."""
+    u = a // nb
+    return _pw_units_cost(0, u, panels, tail) * nb + (a - u * nb) * (tail if u % panels == panels - 1 else 24)
+
+
+def _pw_grid_at(units: int, nb: int, panels: int, tail: int, parts: int, p: int) -> int:
+    """conv1x1_f32.c grid_at: the first unit of part p (a binary search on the cost)."""
+    want = int(float(_pw_grid_prefix(units * nb, nb, panels, tail)) * p / parts)
+    lo, hi = 0, units * nb
+    while lo < hi:
+        mid = lo + (hi - lo) // 2
+        if _pw_grid_prefix(mid, nb, panels, tail) < want:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def conv_packed_split(batch: int, P: int, O: int, K: int, T: int, isa: Isa, parallel: bool = True) -> Split:
+    """mxcc_conv_packed_f32: MR-pixel panels x NR-channel weight panels, K deep."""
+    M = batch * P
+    panels, nq = _cdiv(M, isa.mr), _cdiv(O, isa.nr)
+    atoms = panels * nq
+    nt = threads_for(2.0 * M * O * K, T) if parallel else 1
+    if nt == 1:
+        return _serial("conv_packed", atoms, float(atoms * K))
+    # conv_packed_f32.c packed_split: the fewest tiles for the busiest part; ties: pixels, weights, grid
+    by_pixels, by_weights, by_grid = _cdiv(panels, nt) * nq, panels * _cdiv(nq, nt), _cdiv(panels * nq, nt)
+    if by_pixels <= by_weights and by_pixels <= by_grid:
+        loads, how = [(e - b) * nq * K for b, e in _ranges(panels, nt)], f"pixel panels in {nt} parts"
+    elif by_weights <= by_grid:
+        loads, how = [panels * (e - b) * K for b, e in _ranges(nq, nt)], f"weight panels in {nt} parts"
+    else:
+        loads = [(e - b) * K for b, e in _ranges(panels * nq, nt)]
+        how = f"{panels} pixel x {nq} weight panels in {nt} parts"
+    return Split("conv_packed", nt, nt, atoms, tuple(float(x) for x in loads), how)
+
+
+_V_BYTES, _M_BYTES, _MIN_TB_PANELS = 1 << 20, 512 << 10, 4   # winograd_f32.c
+
+
+def _rup(a: int, b: int) -> int:
+    return _cdiv(a, b) * b
+
+
+def winograd_plan(C: int, OH: int, OW: int, batch: int, O: int, isa: Isa) -> tuple[int, int]:
+    """winograd_f32.c plan_of: (tiles, tb)."""
+    mr, nr = isa.mr, isa.nr
+    tiles = batch * _cdiv(OH, 4) * _cdiv(OW, 4)
+    tb = mr * max(_MIN_TB_PANELS, _V_BYTES // (36 * C * 4 * mr))
+    tb = min(tb, mr * max(_MIN_TB_PANELS, _M_BYTES // (36 * nr * 4 * mr)))
+    tb = min(tb, _rup(tiles, mr))
+    return tiles, _rup(_cdiv(tiles, _cdiv(tiles, tb)), mr)
+
+
+def _winograd_scratch(C: int, W: int, OW: int, O: int, tb: int, isa: Isa) -> int:
+    """winograd_f32.c with_tb: per_thread floats with tile blocks of tb."""
+    nr = isa.nr
+    ob = nr * max(1, _M_BYTES // (36 * tb * 4 * nr))
+    ob = min(ob, _rup(O, nr))
+    ob = _rup(_cdiv(O, _cdiv(O, ob)), nr)
+    m_off = 16 + _rup(36 * C * tb, 16)
+    zero_off = m_off + _rup(36 * tb * ob, 16) + 6 * (4 * _rup(_cdiv(OW, 4), 16) + 16)
+    return zero_off + _rup(W, 16)
+
+
+def winograd_units(tiles: int, tb0: int, npanels: int, nt: int, isa: Isa) -> tuple[int, int]:
+    """winograd_f32.c choose_units: (tb, nparts) for nt threads."""
+    mr = isa.mr
+    tp, nblocks0 = _cdiv(tiles, mr), _cdiv(tiles, tb0)
+    tb, nparts = tb0, (min(npanels, _cdiv(2 * nt, nblocks0)) if nt > 1 and nblocks0 < 2 * nt else 1)
+    best, seen = -1.0, -1
+    for bp in range(tb0 // mr, 0, -1):
+        if nt <= 1:
+            break
+        nblocks = _cdiv(tp, bp)
+        if nblocks == seen:
+            continue
+        seen = nblocks
+        bpb = _cdiv(tp, nblocks)
+        for np_ in range(1, npanels + 1):
+            if np_ > 1 and _cdiv(npanels, np_) == _cdiv(npanels, np_ - 1):
+                continue
+            units = nblocks * np_
+            eff = tp * npanels / nt / (_cdiv(units, nt) * bpb * _cdiv(npanels, np_))
+            if bp == tb0 // mr and np_ == nparts and eff >= 0.9:
+                return tb0, nparts
+            if eff > best + 1e-9:
+                best, tb, nparts = eff, bpb * mr, np_
+    return tb, nparts
+
+
+def winograd_split(C: int, H: int, W: int, OH: int, OW: int, batch: int, O: int, T: int, isa: Isa,
+                   parallel: bool = True) -> Split:
+    """mxcc_winograd_f43_f32: units (tile block, part of the output-channel panels). Work per unit: its tiles
+    x (input transform C + panels x (GEMM 36 C NR / 2 + output transform NR)), in multiply-adds per tile."""
+    tiles, tb0 = winograd_plan(C, OH, OW, batch, O, isa)
+    npanels = _cdiv(O, isa.nr)
+    atoms = _cdiv(tiles, isa.mr) * npanels
+    pays = T if parallel else 1   # no FLOPs rule: tiles are big
+    tb, nparts = winograd_units(tiles, tb0, npanels, pays, isa)
+    if tb != tb0 and _winograd_scratch(C, W, OW, O, tb, isa) > _winograd_scratch(C, W, OW, O, tb0, isa):
+        nblocks0 = _cdiv(tiles, tb0)
+        tb, nparts = tb0, (min(npanels, _cdiv(2 * pays, nblocks0)) if pays > 1 and nblocks0 < 2 * pays else 1)
+    nblocks = _cdiv(tiles, tb)
+    units = nblocks * nparts
+    nt = min(pays, units)
+
+    def unit_cost(u: int, have: int) -> float:
+        b, pp = divmod(u, nparts)
+        t = min(tiles, (b + 1) * tb) - b * tb
+        pa, pb = npanels * pp // nparts, npanels * (pp + 1) // nparts
+        cols = min(O, pb * isa.nr) - pa * isa.nr
+        # GEMM: 36 products of (t x C) . (C x cols), a partial MR panel as a whole one; transforms ~ 6 per value
+        gemm = 36 * _cdiv(t, isa.mr) * isa.mr * C * cols
+        return gemm + (6 * 36 * t * C if b != have else 0) + 6 * 36 * t * cols
+
+    def part_cost(u0: int, u1: int) -> float:
+        cost, have = 0.0, -1
+        for u in range(u0, u1):
+            cost += unit_cost(u, have)
+            have = u // nparts
+        return cost
+
+    if nt <= 1:
+        return Split("winograd", pays, 0, atoms, _padded([part_cost(0, units)], pays), "serial")
+    loads = _padded([part_cost(b, e) for b, e in _ranges(units, nt)], pays)
+    return Split("winograd", pays, nt, atoms, loads,
+                 f"{nblocks} tile blocks of {tb}" + (f" x {nparts} channel parts" if nparts > 1 else "")
+                 + f" = {units} units in {nt} parts")
+
+
+def direct_split(C: int, OH: int, OW: int, KH: int, KW: int, sh: int, dh: int, dw: int, batch: int, O: int, T: int,
+                 isa: Isa, parallel: bool = True) -> Split:
+    """mxcc_conv_direct_f32: items (image, block of R output rows, block of OB output channels)."""
+    V = isa.lanes
+    nvr = _cdiv(OW, V)
+    L = _cdiv(nvr * V + (KW - 1) * dw // 1, 16) * 16
+    flat = sh == 1 and OW < 0.9 * nvr * V
+    row_bytes = 4 * C * (KW * OW if flat else sh * L)
+    fit = (48 * 1024) // row_bytes - (KH - 1) * dh - 1
+    R = min(fit // sh + 1 if fit > 0 else 1, OH)
+    nrb, ncb = _cdiv(OH, R), _cdiv(O, isa.direct_ob)
+    items = batch * nrb * ncb
+    pays = threads_for(2.0 * batch * O * OH * OW * C * KH * KW, T) if parallel else 1
+    nt = min(pays, items)
+
+    def item_cost(i: int) -> float:
+        rb = (i // ncb) % nrb
+        rows = min(R, OH - rb * R)
+        return float(rows * OW * isa.direct_ob)   # a short channel block still runs OB lanes
+
+    if nt <= 1:
+        return Split("direct", pays, 0, items, _padded([sum(item_cost(i) for i in range(items))], pays), "serial")
+    loads = _padded([sum(item_cost(i) for i in range(b, e)) for b, e in _ranges(items, nt)], pays)
+    return Split("direct", pays, nt, items, loads, f"{items} items (row blocks of {R} x channel blocks) in {nt} parts")
+
+
+def depthwise_split(planes: int, T: int, parallel: bool = True) -> Split:
+    """mxcc_conv_depthwise_f32 (the SIMD kernels): planes (image, channel) in equal ranges, no flops rule."""
+    nt = T if parallel else 1
+    if nt <= 1:
+        return _serial("depthwise", planes, float(planes))
+    loads = tuple(float(e - b) for b, e in _ranges(planes, nt))
+    return Split("depthwise", nt, nt, planes, loads, f"{planes} planes in {nt} parts")
+
+
+def rows_split(kernel: str, rows: int, T: int, flops: float | None, what: str) -> Split:
+    """A range of equal rows in `threads` parts: softmax rows (flops rule) or a generated loop (parts = T)."""
+    nt = threads_for(flops, T) if flops is not None else T
+    if nt <= 1 or rows <= 0:
+        return _serial(kernel, max(rows, 1), float(rows))
+    loads = tuple(float(e - b) for b, e in _ranges(rows, nt))
+    return Split(kernel, nt, nt, rows, loads, f"{rows} {what} in {nt} parts")
+
+
+# ---- a lowered kernel call -------------------------------------------------------------------------------
+
+# generated kernels run in parts (render.SPMD): the variable holding their parallel loop's extent
+_LOOP_EXTENT = {
+    "kernels/elemwise.c.j2": ("n", "elements"), "kernels/math_cast.c.j2": ("n", "elements"),
+    "kernels/embedding.c.j2": ("n", "rows"), "kernels/pool2d.c.j2": ("planes", "planes"),
+    "kernels/resize_adaptive_pool.c.j2": ("planes", "planes"), "kernels/resize_crop.c.j2": ("planes", "planes"),
+    "kernels/resize_pad.c.j2": ("planes", "planes"), "kernels/lrn.c.j2": ("planes", "planes"),
+    "kernels/norm_rows.c.j2": ("rows", "rows"), "kernels/batch_norm.c.j2": ("rows", "rows"),
+    "kernels/softmax.c.j2": ("rows", "rows"),
+}
+
+
+def _int(x) -> int:
+    x = at_max(x)
+    if isinstance(x, str):
+        x = x.rstrip("Ll")
+    return int(x)
+
+
+def _flag(x) -> bool:
+    """A condition of the call (a dynamic batch's Cond: at the maximum batch)."""
+    return bool(at_max(x))
+
+
+def _geom(v) -> dict:
+    out = {}
+    for name, text in v["geom"]:
+        nums = [int(s) for s in re.findall(r"-?\d+", str(text))]
+        out[name] = nums if len(nums) > 1 or "{" in str(text) else nums[0]
+    return out
+
+
+def call_split(call, T: int, isa: Isa | str) -> Split:
+    """The split of one lowered KernelCall (codegen/lower.py) at T threads."""
+    from mxcc.codegen.render import _spmd   # the same rule that renders the kernel in parts
+
+    isa = ISAS[isa] if isinstance(isa, str) else isa
+    v, t = call.vars, call.template
+    if t == "kernels/conv2d.c.j2":
+        path, par = v["path"], _flag(v["parallel"])
+        batch = _int(v["batch"])
+        if path == "pointwise":
+            return conv1x1_split(batch, _int(v["k"]), _int(v["n"]), _int(v["o"]), T, isa, par)
+        if path in ("packed", "winograd", "direct"):
+            g = _geom(v)
+            C, (_, OH, OW), (_, KH, KW) = g["channels"], g["out"], g["k"]
+            O = _int(v["o"])
+            if path == "packed":
+                return conv_packed_split(batch, OH * OW * g["out"][0], O, C * KH * KW * g["k"][0], T, isa, par)
+            if path == "winograd":
+                return winograd_split(C, g["in"][1], g["in"][2], OH, OW, batch, O, T, isa, par)
+            return direct_split(C, OH, OW, KH, KW, g["stride"][1], g["dilate"][1], g["dilate"][2], batch, O, T,
+                                isa, par)
+        if path == "depthwise":
+            g = _geom(v)
+            if v["ep_per_image"]:
+                s = depthwise_split(g["channels"], T, par)
+                return Split(s.kernel, s.threads, s.parts, s.atoms, s.loads, s.how + ", per image", calls=batch)
+            return depthwise_split(batch * g["channels"], T, par)
+        if path == "gemm":
+            s = gemm_split(_int(v["m"]), _int(v["n"]), _int(v["k"]), T, isa, prepacked=False)
+            return Split(s.kernel, s.threads, s.parts, s.atoms, s.loads, s.how, calls=batch * _int(v["groups"]))
+        return Split("openmp", T, 0, 0, (), "im2col: OpenMP regions", calls=batch)
+    if t == "kernels/gemm.c.j2":
+        m, n, k = _int(v["m"]), _int(v["n"]), _int(v["k"])
+        trans_a = str(v["trans_a"]) == "MXCC_TRANS"
+        if v["bp"] and _flag(v["small_m"]):
+            return gemm_row_split(m, n, k, T, isa)
+        if v["bp"] and not _flag(v["unpacked"]):
+            return gemm_split(m, n, k, T, isa, prepacked=True, trans_a=trans_a)
+        return gemm_split(m, n, k, T, isa, prepacked=False, trans_a=trans_a,
+                          trans_b=str(v["trans_b"]) == "MXCC_TRANS")
+    if t == "kernels/softmax.c.j2" and v["inner"] == 1:
+        rows, n = _int(v["rows"]), _int(v["n"])
+        return rows_split("softmax_rows", rows, T, 20.0 * rows * n if _flag(v["parallel"]) else 0.0, "rows")
+    if _spmd(call):
+        if t in ("kernels/loops.c.j2", "kernels/reduce.c.j2"):
+            outer = v["loops"][:v["collapse"]] if t == "kernels/loops.c.j2" else v["outer"]
+            n = math.prod(_int(loop["n"]) for loop in outer)
+            return rows_split("parts", n, T, None, "outer iterations")
+        key, what = _LOOP_EXTENT[t]
+        return rows_split("parts", _int(v[key]), T, None, what)
+    text = " ".join(str(x) for x in v.values())
+    if "parallel" in v and _flag(v["parallel"]) or "omp" in text:
+        return Split("openmp", T, 0, 0, (), "OpenMP loop")
+    return _serial("serial")
+
+
+@dataclass(frozen=True)
+class KernelSplit:
+    fn: str
+    group: str
+    template: str
+    flops: int
+    split: Split
+
+
+def network_splits(calls, T: int, isa: Isa | str | None = None) -> list[KernelSplit]:
+    """Every forward kernel's split at T threads (KernelCalls of codegen.lower.lower)."""
+    isa = isa or host_isa()
+    return [KernelSplit(c.fn, c.group, c.template, c.flops, call_split(c, T, isa))
+            for c in calls if c.phase == "forward"]
+
+
+def summary(splits: list[KernelSplit]) -> dict:
+    """Jobs per forward, and the FLOP-weighted efficiency of the kernels that split (the forward's time on T
+    threads if every kernel's time followed its FLOPs: sum(flops) / sum(flops / efficiency))."""
+    split = [k for k in splits if k.split.efficiency is not None and k.split.threads > 1]
+    weighted = sum(k.flops for k in split) / sum(k.flops / k.split.efficiency for k in split) if split else None
+    return {"jobs": sum(k.split.jobs for k in splits), "openmp": sum(1 for k in splits if k.split.kernel == "openmp"),
+            "weighted_efficiency": weighted}
