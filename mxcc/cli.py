@@ -100,6 +100,11 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("--no-fold", action="store_true", help="no constant folding of param-only nodes")
     i.add_argument("--no-schedule", action="store_true", help="kernels in the graph's node order")
     i.add_argument("--json", action="store_true", help="print the plan as JSON (same as plan.json)")
+    i.add_argument("--threads", type=_thread_counts, default=(), metavar="T[,T...]",
+                   help="show how each kernel's parallel work splits over T threads (parts, per-thread balance: "
+                        "codegen/splits.py), and the parallel jobs per forward")
+    i.add_argument("--isa", choices=("avx512", "avx2", "c"), default=None,
+                   help="with --threads: the build's blocking (default: this machine's)")
     i.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
     r = sub.add_parser("run", help="run a compiled module on .npy inputs")
@@ -178,18 +183,55 @@ def _compile(args) -> int:
     return 0
 
 
+def _thread_counts(text: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(int(t) for t in text.split(","))
+    except ValueError:
+        counts = ()
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"expected thread counts >= 1 separated by commas, got {text!r}")
+    return counts
+
+
 def _inspect(args) -> int:
     import json
     shapes, batch_axes, _ = split_batch_marks(dict(args.shape))
     plan = inspect_network(args.net, shapes, CompileOptions.from_env(fuse=not args.no_fuse, plan=not args.no_plan,
                                                                     fold=not args.no_fold,
                                                                     schedule=not args.no_schedule),
-                           batch_axes=batch_axes)
+                           batch_axes=batch_axes, threads=args.threads, isa=args.isa)
     if args.json:
         print(json.dumps(plan, indent=1))
     else:
         print(format_plan(plan))
+        for t, report in plan.get("splits", {}).items():
+            print()
+            print(format_splits(int(t), report))
     return 0
+
+
+def format_splits(threads: int, report: dict) -> str:
+    """`mxcc inspect --threads T`: each forward kernel's split at T threads (codegen/splits.py)."""
+    rows = [("kernel", "split", "thr", "parts", "atoms", "eff", "ideal", "MFLOP", "how")]
+    for k in report["kernels"]:
+        eff = "-" if k["efficiency"] is None else f"{k['efficiency']:.3f}"
+        rows.append((k["function"], k["split"], str(k["threads"]), str(k["parts"]), str(k["atoms"]), eff,
+                     f"{k['ideal']:.3f}", f"{k['flops'] / 1e6:.1f}", k["how"]))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join([c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))] + [r[-1]])
+             for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    s = report["summary"]
+    weighted = "-" if s["weighted_efficiency"] is None else f"{s['weighted_efficiency']:.3f}"
+    below = [k for k in report["kernels"] if k["efficiency"] is not None and k["threads"] > 1
+             and k["efficiency"] < 0.9]
+    lines += ["", f"{threads} threads ({report['isa']} blocking): {s['jobs']} parallel jobs per forward "
+              f"({s['openmp']} kernels as OpenMP regions); FLOP-weighted efficiency {weighted}; "
+              f"{len(below)} split kernels below 0.9 "
+              f"({sum(1 for k in below if k['ideal'] < 0.9)} of them with too few atoms for 0.9)",
+              "eff = mean / max work per thread over the threads the work pays for (thr); ideal = the best "
+              "any split of the kernel's atoms could do"]
+    return "\n".join(lines)
 
 
 def _mib(n: int) -> str:

@@ -76,6 +76,7 @@ class Split:
                                  # when not modelled)
     how: str = ""                # the split chosen, in words
     calls: int = 1               # runtime calls per kernel call (e.g. one per image)
+    best: float | None = None    # the ideal when atoms differ in cost (best_partition), else None: by count
 
     @property
     def efficiency(self) -> float | None:
@@ -85,6 +86,8 @@ class Split:
 
     @property
     def ideal(self) -> float:
+        if self.best is not None:
+            return self.best
         t = max(1, self.threads)
         return self.atoms / (t * math.ceil(self.atoms / t)) if self.atoms >= 1 else 1.0
 
@@ -104,6 +107,30 @@ def _split_at(n: int, parts: int, part: int) -> int:
 
 def _ranges(n: int, parts: int) -> list[tuple[int, int]]:
     return [(_split_at(n, parts, p), _split_at(n, parts, p + 1)) for p in range(parts)]
+
+
+def best_partition(costs: list, parts: int) -> float:
+    """The efficiency of the best split of atoms of these costs, in order, into `parts` contiguous ranges (the
+    least feasible busiest part, by bisection on it: a part takes atoms while they fit)."""
+    total = sum(costs)
+    if parts <= 1 or total <= 0:
+        return 1.0
+
+    def fits(cap: float) -> bool:
+        n, load = 1, 0.0
+        for c in costs:
+            if load + c > cap:
+                n, load = n + 1, 0.0
+                if n > parts:
+                    return False
+            load += c
+        return True
+
+    lo, hi = max(max(costs), total / parts), float(total)
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    return total / parts / hi
 
 
 def threads_for(flops: float, max_threads: int) -> int:
@@ -269,7 +296,8 @@ def conv1x1_split(batch: int, C: int, P: int, O: int, T: int, isa: Isa, parallel
         loads, how = by_weight, f"weight panels in {nt} parts"
     else:
         loads, how = by_grid, f"{units} pixel x {nb} weight panels in {nt} parts"
-    return Split("conv1x1", nt, nt, atoms, tuple(float(x) for x in loads), how)
+    costs = [tail if u % panels == panels - 1 else 24 for u in range(units) for _ in range(nb)]
+    return Split("conv1x1", nt, nt, atoms, tuple(float(x) for x in loads), how, best=best_partition(costs, nt))
 
 
 def _pw_grid_prefix(a: int, nb: int, panels: int, tail: int) -> int:
@@ -288,6 +316,8 @@ def _pw_grid_at(units: int, nb: int, panels: int, tail: int, parts: int, p: int)
             lo = mid + 1
         else:
             hi = mid
+    if lo > 0 and want - _pw_grid_prefix(lo - 1, nb, panels, tail) < _pw_grid_prefix(lo, nb, panels, tail) - want:
+        lo -= 1
     return lo
 
 
@@ -377,6 +407,26 @@ def winograd_split(C: int, H: int, W: int, OH: int, OW: int, batch: int, O: int,
     if tb != tb0 and _winograd_scratch(C, W, OW, O, tb, isa) > _winograd_scratch(C, W, OW, O, tb0, isa):
         nblocks0 = _cdiv(tiles, tb0)
         tb, nparts = tb0, (min(npanels, _cdiv(2 * pays, nblocks0)) if pays > 1 and nblocks0 < 2 * pays else 1)
+    loads, nt = _winograd_loads(C, O, tiles, tb, nparts, pays, isa)
+    # the ideal: the best of every block size and channel split choose_units could take, weighed as here
+    best = max(_eff(_winograd_loads(C, O, tiles, bp * isa.mr, np_, pays, isa)[0])
+               for bp in range(1, tb0 // isa.mr + 1) for np_ in range(1, npanels + 1))
+    nblocks = _cdiv(tiles, tb)
+    units = nblocks * nparts
+    if nt <= 1:
+        return Split("winograd", pays, 0, atoms, loads, "serial", best=best)
+    return Split("winograd", pays, nt, atoms, loads,
+                 f"{nblocks} tile blocks of {tb}" + (f" x {nparts} channel parts" if nparts > 1 else "")
+                 + f" = {units} units in {nt} parts", best=max(best, _eff(loads)))
+
+
+def _eff(loads) -> float:
+    return sum(loads) / len(loads) / max(loads) if loads and max(loads) > 0 else 1.0
+
+
+def _winograd_loads(C: int, O: int, tiles: int, tb: int, nparts: int, pays: int, isa: Isa) -> tuple[tuple, int]:
+    """Per-thread work of Winograd units (tile blocks of tb x nparts channel parts) on `pays` threads."""
+    npanels = _cdiv(O, isa.nr)
     nblocks = _cdiv(tiles, tb)
     units = nblocks * nparts
     nt = min(pays, units)
@@ -398,11 +448,8 @@ def winograd_split(C: int, H: int, W: int, OH: int, OW: int, batch: int, O: int,
         return cost
 
     if nt <= 1:
-        return Split("winograd", pays, 0, atoms, _padded([part_cost(0, units)], pays), "serial")
-    loads = _padded([part_cost(b, e) for b, e in _ranges(units, nt)], pays)
-    return Split("winograd", pays, nt, atoms, loads,
-                 f"{nblocks} tile blocks of {tb}" + (f" x {nparts} channel parts" if nparts > 1 else "")
-                 + f" = {units} units in {nt} parts")
+        return _padded([part_cost(0, units)], pays), nt
+    return _padded([part_cost(b, e) for b, e in _ranges(units, nt)], pays), nt
 
 
 def direct_split(C: int, OH: int, OW: int, KH: int, KW: int, sh: int, dh: int, dw: int, batch: int, O: int, T: int,
@@ -561,3 +608,13 @@ def summary(splits: list[KernelSplit]) -> dict:
     weighted = sum(k.flops for k in split) / sum(k.flops / k.split.efficiency for k in split) if split else None
     return {"jobs": sum(k.split.jobs for k in splits), "openmp": sum(1 for k in splits if k.split.kernel == "openmp"),
             "weighted_efficiency": weighted}
+
+
+def splits_report(calls, T: int, isa: str) -> dict:
+    """`mxcc inspect --threads T` (plan JSON "splits"): every forward kernel's split and the summary."""
+    ks = network_splits(calls, T, isa)
+    return {"isa": isa, "summary": summary(ks), "kernels": [
+        {"function": k.fn, "group": k.group, "split": k.split.kernel, "threads": k.split.threads,
+         "parts": k.split.parts, "atoms": k.split.atoms, "calls": k.split.calls, "how": k.split.how,
+         "efficiency": k.split.efficiency, "ideal": k.split.ideal, "flops": k.flops,
+         "loads": list(k.split.loads)} for k in ks]}

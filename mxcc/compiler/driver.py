@@ -202,10 +202,13 @@ def plan_to_json(plan: Plan, calls, folded_calls=(), batch: BatchShapes | None =
 
 
 def inspect_network(net, shapes: dict, opts: CompileOptions, name: str | None = None, *,
-                    batch_axes: dict[str, int] | None = None) -> dict:
+                    batch_axes: dict[str, int] | None = None, threads: tuple[int, ...] = (),
+                    isa: str | None = None) -> dict:
     """What the compiler decides for `net` (plan.json's content), without building anything. `batch_axes`:
     a dynamic batch (input name -> the axis holding it; `shapes` at the maximum): plan.json then shows what
-    depends on it (plan_to_json), and a network that mixes it into other dimensions is a ShapeError."""
+    depends on it (plan_to_json), and a network that mixes it into other dimensions is a ShapeError.
+    `threads`: also how each forward kernel splits over each of these thread counts ("splits", by count:
+    codegen/splits.py, for the `isa` blocking, default this machine's)."""
     plan, source = plan_network(net, shapes, opts)
     batch = None
     if batch_axes:
@@ -213,7 +216,13 @@ def inspect_network(net, shapes: dict, opts: CompileOptions, name: str | None = 
         batch = infer_batch(plan.graph, {k: v for k, v in _check_shapes(shapes).items() if k in present},
                             {k: v for k, v in batch_axes.items() if k in present})
     name = c_ident(name) if name else _default_name(source)
-    return plan_to_json(plan, lower(plan, name), lower_folded(plan, name), batch)
+    calls = lower(plan, name)
+    out = plan_to_json(plan, calls, lower_folded(plan, name), batch)
+    if threads:
+        from mxcc.codegen.splits import host_isa, splits_report
+        isa = isa or host_isa()
+        out["splits"] = {str(t): splits_report(calls, t, isa) for t in threads}
+    return out
 
 
 GRAD_REQS = ("write", "add", "null")

@@ -600,12 +600,14 @@ static long grid_prefix(long a, int nb, long panels, long tail)
 static long grid_at(long units, int nb, long panels, long tail, int parts, int p)
 {
     const long total = grid_prefix(units * nb, nb, panels, tail), want = (long)((double)total * p / parts);
-    long lo = 0, hi = units * nb;   /* the least a with prefix(a) >= want */
+    long lo = 0, hi = units * nb;   /* the least a with prefix(a) >= want, */
     while (lo < hi) {
         const long mid = lo + (hi - lo) / 2;
         if (grid_prefix(mid, nb, panels, tail) < want) lo = mid + 1;
         else hi = mid;
     }
+    /* or the unit before it when that ends nearer (a part of cheap units must not take one unit too many) */
+    if (lo > 0 && want - grid_prefix(lo - 1, nb, panels, tail) < grid_prefix(lo, nb, panels, tail) - want) lo--;
     return lo;
 }
 
