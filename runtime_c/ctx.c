@@ -200,9 +200,17 @@ uint64_t mxcc_prof_now_ns(void) { return mxcc_now_ns(); }
 
 void mxcc_prof_push(mxcc_prof *p, int kernel, int phase, uint64_t t0, long batch)
 {
-    const uint64_t t1 = mxcc_now_ns();
+    const mxcc_prof_event ev = { kernel, phase, t0, mxcc_now_ns(), (int32_t)batch, 0 };
     if (p->count < p->capacity)
-        p->events[p->count++] = (mxcc_prof_event){ kernel, phase, t0, t1, (int32_t)batch, 0 };
+        p->events[p->count++] = ev;
     else
         p->dropped++;
+    if (p->hook)
+        p->hook(p->hook_arg, &ev);
+}
+
+void mxcc_prof_set_hook(mxcc_ctx *ctx, void (*hook)(void *arg, const mxcc_prof_event *ev), void *arg)
+{
+    ctx->prof.hook = hook;
+    ctx->prof.hook_arg = arg;
 }

@@ -178,6 +178,8 @@ void mxcc_prof_set_enabled(mxcc_ctx *ctx, int enabled);
 /* Copies up to max events into out (oldest first), removes them, returns how many. */
 uint32_t mxcc_prof_drain(mxcc_ctx *ctx, mxcc_prof_event *out, uint32_t max);
 uint64_t mxcc_prof_dropped(const mxcc_ctx *ctx);
+/* Call hook(arg, event) at the end of every profiled call (while profiling is enabled); NULL: none. */
+void mxcc_prof_set_hook(mxcc_ctx *ctx, void (*hook)(void *arg, const mxcc_prof_event *ev), void *arg);
 /* The executables' --profile: a raw timeline file (mxcc_prof_event records) -> Chrome trace JSON at
  * json_path (written atomically). names: <net>_node_names. 0 on success. */
 int mxcc_prof_write_trace(const char *timeline_path, const char *json_path, const char *net,

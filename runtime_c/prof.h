@@ -27,6 +27,10 @@ typedef struct mxcc_prof {
     uint32_t count;
     uint64_t dropped;            /* events lost because the buffer was full */
     mxcc_prof_event *events;
+    /* When set, called with each event as its call ends, recorded or dropped (mxcc_prof_set_hook): the bench's
+     * --simulate-threads takes the thread pool's accumulators there, kernel by kernel. */
+    void (*hook)(void *arg, const mxcc_prof_event *ev);
+    void *hook_arg;
 } mxcc_prof;
 
 static inline uint64_t mxcc_now_ns(void)

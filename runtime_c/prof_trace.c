@@ -6,8 +6,9 @@
 #include <stdlib.h>
 
 #include "mxcc_runtime.h"
+#include "driver/mxcc_driver.h"   /* mxcc_json_string */
 
-static void put_json_string(FILE *f, const char *s)
+void mxcc_json_string(FILE *f, const char *s)
 {
     fputc('"', f);
     for (; *s; s++) {
@@ -41,7 +42,7 @@ int mxcc_prof_write_trace(const char *timeline_path, const char *json_path, cons
     }
     fprintf(out, "{\"traceEvents\": [\n");
     fprintf(out, "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 1, \"tid\": 1, \"args\": {\"name\": ");
-    put_json_string(out, net);
+    mxcc_json_string(out, net);
     fprintf(out, "}}");
     for (int p = 0; p < 3; p++)
         fprintf(out, ",\n{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, \"tid\": %d, \"args\": {\"name\": \"%s\"}}",
@@ -57,7 +58,7 @@ int mxcc_prof_write_trace(const char *timeline_path, const char *json_path, cons
             first = 0;
         }
         fprintf(out, ",\n{\"ph\": \"X\", \"name\": ");
-        put_json_string(out, names[ev.kernel]);
+        mxcc_json_string(out, names[ev.kernel]);
         fprintf(out, ", \"cat\": \"%s\", \"ts\": %.3f, \"dur\": %.3f, \"pid\": 1, \"tid\": %d, "
                      "\"args\": {\"kernel\": %d, \"phase\": \"%s\"}}",
                 phases[ev.phase], (ev.t0_ns - base) / 1e3, (ev.t1_ns - ev.t0_ns) / 1e3, ev.phase + 1,

@@ -58,7 +58,7 @@ def runtime_sources() -> list[Path]:
 # (mxcc_pred_library_model, defined by its generated <net>_lib.c): only the network's C library links it. The
 # programs' bodies go into the programs.
 LIBRARY_ONLY_OBJECTS = ("capi__c_predict_api.o",)
-BENCH_OBJECTS = ("driver__bench.o", "driver__common.o")
+BENCH_OBJECTS = ("driver__bench.o", "driver__simulate.o", "driver__common.o")
 TRAIN_OBJECTS = ("driver__train.o", "driver__common.o")
 
 

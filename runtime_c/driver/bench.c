@@ -3,6 +3,7 @@
  *   <net>_bench [--iters N | --seconds S] [--warmup N] [--threads T] [--pool | --no-pool] [--batch N] [--params FILE]
  *               [--input [NAME=]X.npy]...
  *               [--output [NAME=]Y.npy]... [--timeline FILE] [--profile FILE]
+ *               [--simulate-threads T [--simulate-json FILE]]
  * Binds every input and parameter to deterministic pseudo-random values in [-0.5, 0.5) (the time of a
  * forward does not depend on the values), unless --params (an MXNet .params file, read by the C reader and
  * checked against the network: runtime_c/params/) and --input (a float32 .npy of the input's shape; NAME= for
@@ -11,8 +12,12 @@
  * its index, else the first output). --timeline appends each kernel call's [t0, t1) (CLOCK_MONOTONIC ns, raw
  * mxcc_prof_event records) to FILE: `mxcc perf` uses it to place every perf sample, OpenMP workers' too, in its
  * kernel. --pool runs every kernel's parallel work on mxcc's thread pool, --no-pool as OpenMP regions (default:
- * the network's choice, runtime_c/pool/mxcc_pool.h); with --pool the pool's job counts are printed. --batch N: a network compiled with a dynamic batch runs batch N (default: its maximum); --input and
- * --output files then have that batch. */
+ * the network's choice, runtime_c/pool/mxcc_pool.h); with --pool the pool's job counts are printed. --batch N: a
+ * network compiled with a dynamic batch runs batch N (default: its maximum); --input and --output files then
+ * have that batch. --simulate-threads T: how the forward's parallel work would split over T threads, on a
+ * machine of any size (simulate.c): the kernels split for T threads, every job's chunks run one after another
+ * here, timed, and a table gives each kernel's time on one thread and on T; --simulate-json FILE ("-": standard
+ * output) writes it as JSON too. Outputs are those of a normal run. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,10 +33,12 @@ static int arg_int(int argc, char **argv, const char *flag, int dflt)
 }
 
 /* One forward; with a timeline, its events go to the file. */
-static void bench_forward(const mxcc_net *net, mxcc_ctx *ctx, mxcc_timeline *timeline)
+static void bench_forward(const mxcc_net *net, mxcc_ctx *ctx, mxcc_timeline *timeline, mxcc_simulation *sim)
 {
     net->forward(ctx);
     mxcc_timeline_drain(timeline, ctx);
+    if (sim->threads)
+        mxcc_simulate_after_forward(sim, ctx);
 }
 
 /* "NAME=FILE" names a slot of `kind`; plain "FILE" takes the first one (of the inputs: not a label). *file is
@@ -134,7 +141,8 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: %s [--iters N | --seconds S] [--warmup N] [--threads T] [--pool | --no-pool] [--batch N] [--params FILE]"
-                   " [--input [NAME=]X.npy]... [--output [NAME=]Y.npy]... [--timeline FILE] [--profile FILE]\n",
+                   " [--input [NAME=]X.npy]... [--output [NAME=]Y.npy]... [--timeline FILE] [--profile FILE]"
+                   " [--simulate-threads T [--simulate-json FILE]]\n",
                    argv[0]);
             return 0;
         }
@@ -159,12 +167,17 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
         fprintf(stderr, "%s: --iters must be positive, --warmup and --seconds non-negative\n", argv[0]);
         return 2;
     }
-    mxcc_set_num_threads(threads);
+    mxcc_simulation sim;
+    if (mxcc_simulate_args(&sim, argc, argv))
+        return 2;
     int pool = -1;   /* --pool 1, --no-pool 0: over the network's choice (pool/mxcc_pool.h) */
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--pool") || !strcmp(argv[i], "--no-pool"))
             pool = !strcmp(argv[i], "--pool");
-    mxcc_pool_enable(pool);
+    /* a simulation: the kernels split for T threads (and the context's per-thread buffers have room for T) */
+    mxcc_set_num_threads(sim.threads ? sim.threads : threads);
+    mxcc_pool_enable(sim.threads ? 1 : pool);
+    mxcc_pool_simulate(sim.threads);
     char err[1024];
     mxcc_ctx *ctx = net->ctx_create(err, sizeof err);
     void **owned = calloc((size_t)net->num_slots + 1, sizeof *owned);   /* the buffers this program allocated */
@@ -204,21 +217,24 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
     }
     if (!params)
         net->prepare(ctx);
-    if (mxcc_timeline_start(&timeline, net, ctx, argv[0]))
+    if (mxcc_timeline_start(&timeline, net, ctx, argv[0])
+        || (sim.threads && mxcc_simulate_start(&sim, net, ctx, timeline.file != NULL, argv[0])))
         return 1;
     for (int i = 0; i < warmup; i++)
-        bench_forward(net, ctx, &timeline);
+        bench_forward(net, ctx, &timeline, &sim);
+    if (sim.threads)
+        mxcc_simulate_reset(&sim);
     const double t0 = mxcc_now_seconds();
     int done = 0;
     if (seconds > 0) {   /* run until S seconds have passed (at least one forward) */
         const double end = t0 + seconds;
         do {
-            bench_forward(net, ctx, &timeline);
+            bench_forward(net, ctx, &timeline, &sim);
             done++;
         } while (mxcc_now_seconds() < end);
     } else {
         for (; done < iters; done++)
-            bench_forward(net, ctx, &timeline);
+            bench_forward(net, ctx, &timeline, &sim);
     }
     const double us = (mxcc_now_seconds() - t0) * 1e6 / done;
     if (net->max_batch)
@@ -226,7 +242,9 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
                mxcc_get_num_threads(), batch ? batch : net->max_batch, net->max_batch);
     else
         printf("%s: %.3f us per forward (%d iters, %d threads)\n", net->name, us, done, mxcc_get_num_threads());
-    if (pool == 1) {
+    if (sim.threads && mxcc_simulate_report(&sim, net, done, us, argv[0]))
+        return 1;
+    if (pool == 1 && !sim.threads) {
         long jobs, alone;
         mxcc_pool_stats(&jobs, &alone);
         printf("pool: %ld jobs on several threads, %ld of them run by the caller alone\n", jobs, alone);

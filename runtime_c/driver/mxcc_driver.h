@@ -5,6 +5,7 @@
  *   bench.c   <net>_bench: times forwards on pseudo-random inputs and params, or real ones (--params, --input);
  *             --output, --timeline / --profile
  *   train.c   <net>_train: MXNet's C++ MLP example (MNIST, one step per batch, accuracy per epoch)
+ *   simulate.c  the bench's --simulate-threads: how the forward's parallel work would split over T threads
  *   common.c  what both share: options, the timeline and the trace, .npy files
  */
 #ifndef MXCC_DRIVER_H
@@ -40,6 +41,37 @@ void mxcc_timeline_args(mxcc_timeline *t, int argc, char **argv);
 int mxcc_timeline_start(mxcc_timeline *t, const mxcc_net *net, mxcc_ctx *ctx, const char *prog);   /* 0: ok */
 void mxcc_timeline_drain(mxcc_timeline *t, mxcc_ctx *ctx);
 int mxcc_timeline_finish(mxcc_timeline *t, const mxcc_net *net, const char *prog);                 /* 0: ok */
+
+/* --simulate-threads T (simulate.c): the pool runs every job's chunks serially, timed (mxcc_pool_simulate), and
+ * the profiler's hook takes its accumulators at each kernel call's end, summing them per kernel; after the timed
+ * forwards, a table (and with --simulate-json FILE, the same as JSON; FILE "-": standard output). Jobs that end
+ * between two kernel calls count towards the next call; those after the forward's last call, towards no kernel. */
+typedef struct mxcc_sim_kernel {
+    mxcc_pool_sim jobs;              /* its jobs, summed over the forwards since the last reset */
+    uint64_t wall_ns;                /* its calls' time, summed (the profiler's events) */
+} mxcc_sim_kernel;
+typedef struct mxcc_simulation {
+    int threads;                     /* T; 0: not asked for */
+    const char *json;                /* --simulate-json FILE, or NULL */
+    int num_kernels;                 /* the network's num_names */
+    mxcc_sim_kernel *kernels;        /* by kernel index */
+    mxcc_pool_sim between;           /* jobs that ended outside every kernel call */
+    mxcc_prof_event *events;         /* a forward's events, drained after it when no timeline drains them */
+    uint32_t capacity;
+} mxcc_simulation;
+/* The options; 0, or 2 (a usage error, printed). The caller then sets the thread count to T, selects the pool
+ * and starts the simulation (mxcc_pool_simulate) before it creates the context (whose per-thread buffers are
+ * sized for the thread count). */
+int mxcc_simulate_args(mxcc_simulation *s, int argc, char **argv);
+/* Profiling on (with a buffer of its own when there is no timeline) and the hook set; 0, or 1 (printed). */
+int mxcc_simulate_start(mxcc_simulation *s, const mxcc_net *net, mxcc_ctx *ctx, int timeline, const char *prog);
+void mxcc_simulate_after_forward(mxcc_simulation *s, mxcc_ctx *ctx);
+void mxcc_simulate_reset(mxcc_simulation *s);     /* forget the forwards so far (the warm-up) */
+/* The table of `forwards` forwards that took forward_us each, and the JSON; 0, or 1 (printed). Frees s. */
+int mxcc_simulate_report(mxcc_simulation *s, const mxcc_net *net, long forwards, double forward_us, const char *prog);
+
+/* s as a JSON string, quoted and escaped (prof_trace.c). */
+void mxcc_json_string(FILE *f, const char *s);
 
 /* How <net>_train initialises one parameter or aux state (mxcc/codegen/lower.py, lower_train_program). */
 typedef enum { MXCC_INIT_ZEROS, MXCC_INIT_ONES, MXCC_INIT_UNIFORM } mxcc_init_kind;

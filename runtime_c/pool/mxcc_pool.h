@@ -16,9 +16,15 @@
  * or with threads <= 1, runs its chunks serially in the calling thread (worker 0), so results never depend
  * on who runs a chunk as long as each chunk writes its own part. The pool is process-wide, as OpenMP's
  * threads are; it follows mxcc_set_num_threads (threads are made as the first job that needs them starts).
+ *
+ * Simulation (mxcc_pool_simulate, <net>_bench --simulate-threads T): how a network's parallel work would split
+ * over T threads, measured on a machine with fewer cores. Every job runs serially in the caller, each chunk
+ * timed, and the job's time on its threads is computed under the claiming rule above (mxcc_pool_sim_schedule).
  */
 #ifndef MXCC_POOL_H
 #define MXCC_POOL_H
+
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -60,6 +66,39 @@ int mxcc_pool_in_chunk(void);
 /* How many jobs ran with more than one thread, and in how many of those the caller ran every chunk itself
  * (no worker came in time): for tests and benchmarks. */
 void mxcc_pool_stats(long *jobs, long *caller_only);
+
+/* ---- simulation ----
+ * mxcc_pool_simulate(T), T > 0: from now on every job (not one called from inside a chunk) runs its chunks
+ * serially in the calling thread, as the serial fallback does (worker 0, mxcc_pool_in_chunk() true), timing
+ * each (CLOCK_MONOTONIC), whatever the pool selection. The job's simulated time is the largest load of its
+ * threads under the pool's claiming rule (mxcc_pool_sim_schedule), on the job's own `threads` argument
+ * (clamped to its chunk count): what the pool would run it on. T is what the caller simulates: it also sets
+ * the thread count to T (mxcc_set_num_threads) before contexts are made, so that the kernels split for T.
+ * 0 (the default) turns simulation off; either call clears the accumulators. Single-threaded use only: the
+ * accumulators are plain process-wide globals.
+ *
+ * What a simulation cannot see: each chunk runs on one core after the chunk before it, so its caches hold
+ * what that chunk left (not what the same thread ran in the kernel before), and no two chunks compete for
+ * memory bandwidth; a kernel's own OpenMP regions (a network that does not run on the pool) really run, on
+ * as many threads as the machine gives them, and count as time outside jobs. */
+typedef struct mxcc_pool_sim {
+    long jobs;              /* jobs run */
+    long chunks;            /* their chunks, all together */
+    long max_chunks;        /* the most chunks of one job */
+    int min_threads;        /* the fewest and most threads a job asked for (its `threads` argument); 0: no job */
+    int max_threads;
+    uint64_t serial_ns;     /* the chunks' times, summed */
+    uint64_t sim_ns;        /* each job's simulated time (its threads' largest load), summed */
+} mxcc_pool_sim;
+
+void mxcc_pool_simulate(int threads);
+int mxcc_pool_simulating(void);     /* the T of mxcc_pool_simulate, 0 when off */
+/* The accumulators since the last take (or mxcc_pool_simulate), then cleared. */
+void mxcc_pool_sim_take(mxcc_pool_sim *out);
+/* The claiming rule, as a pure function: chunk c < threads runs on thread c, each later chunk, in order, on the
+ * thread that is free first (the least loaded; the lowest id of equals). threads is clamped to [1, chunks].
+ * The largest load: the job's time on `threads` threads when chunk c takes chunk_ns[c]. */
+uint64_t mxcc_pool_sim_schedule(const uint64_t *chunk_ns, long chunks, int threads);
 
 #ifdef __cplusplus
 }

@@ -13,7 +13,11 @@
  * the caller writes them): a thread reads them, claims a chunk, and runs it only if the sequence number is
  * still the one it read. A job cannot end while a chunk of it is claimed and not done, and the caller writes
  * the next job's fields only after the last chunk is done, so a claimed chunk always runs with its own job's
- * fields. The caller then bumps `wake`, the futex word sleeping workers wait on. */
+ * fields. The caller then bumps `wake`, the futex word sleeping workers wait on.
+ *
+ * Simulation (mxcc_pool_simulate) bypasses all of this: the caller runs and times every chunk (simulate) and
+ * places it on a thread as the claims above would on a quiet machine (sim_assign). The normal path pays one
+ * relaxed load of sim_threads and a branch that is never taken. */
 #define _GNU_SOURCE
 #include <limits.h>
 #include <linux/futex.h>
@@ -64,6 +68,8 @@ static struct {
 static _Thread_local int in_chunk;   /* a pool worker, or a caller running its job: nested calls run serially */
 static _Atomic int forced = -1;      /* mxcc_pool_enable: 1 pool, 0 OpenMP regions, -1 as the caller selects */
 static _Thread_local int selected;   /* mxcc_pool_select: the running network's choice */
+static _Atomic int sim_threads;      /* mxcc_pool_simulate's T; 0: off */
+static mxcc_pool_sim sim;            /* its accumulators (simulation is single-threaded) */
 
 static inline long now_ns(void)
 {
@@ -243,6 +249,92 @@ static void omp_region(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
 }
 #endif
 
+/* ---- simulation (mxcc_pool.h) ---- */
+
+/* Chunk c, taking ns, onto the loads of `threads` threads: its own thread's if c < threads (each thread claims
+ * its own chunk first), else the thread free first (the least loaded, the lowest id of equals), as the claim
+ * word hands the chunks beyond `threads` to whichever thread is done first. */
+static inline void sim_assign(uint64_t *load, int threads, long c, uint64_t ns)
+{
+    int t = 0;
+    if (c < threads)
+        t = (int)c;
+    else
+        for (int i = 1; i < threads; i++)
+            if (load[i] < load[t])
+                t = i;
+    load[t] += ns;
+}
+
+static uint64_t max_load(const uint64_t *load, int threads)
+{
+    uint64_t m = 0;
+    for (int t = 0; t < threads; t++)
+        m = load[t] > m ? load[t] : m;
+    return m;
+}
+
+/* The threads a job of `chunks` chunks asking for `threads` runs on: 1 .. min(chunks, MAX_THREADS). */
+static int job_threads(long chunks, int threads)
+{
+    if (threads > chunks)
+        threads = (int)chunks;
+    return threads < 1 ? 1 : threads > MAX_THREADS ? MAX_THREADS : threads;
+}
+
+uint64_t mxcc_pool_sim_schedule(const uint64_t *chunk_ns, long chunks, int threads)
+{
+    if (chunks <= 0)
+        return 0;
+    threads = job_threads(chunks, threads);
+    uint64_t load[MAX_THREADS] = {0};
+    for (long c = 0; c < chunks; c++)
+        sim_assign(load, threads, c, chunk_ns[c]);
+    return max_load(load, threads);
+}
+
+/* A job under simulation: every chunk in the caller (as serial() runs them), timed and placed as it ends. */
+static void simulate(long chunks, int asked, mxcc_chunk_fn fn, void *arg)
+{
+    const int threads = job_threads(chunks, asked);
+    uint64_t load[MAX_THREADS] = {0};
+    uint64_t serial_ns = 0;
+    const int was = in_chunk;
+    in_chunk = 1;
+    for (long c = 0; c < chunks; c++) {
+        const long t0 = now_ns();
+        fn(arg, c, 0);
+        const uint64_t ns = (uint64_t)(now_ns() - t0);
+        sim_assign(load, threads, c, ns);
+        serial_ns += ns;
+    }
+    in_chunk = was;
+    sim.jobs++;
+    sim.chunks += chunks;
+    sim.max_chunks = chunks > sim.max_chunks ? chunks : sim.max_chunks;
+    sim.min_threads = sim.min_threads && sim.min_threads <= asked ? sim.min_threads : asked;
+    sim.max_threads = asked > sim.max_threads ? asked : sim.max_threads;
+    sim.serial_ns += serial_ns;
+    sim.sim_ns += max_load(load, threads);
+}
+
+void mxcc_pool_simulate(int threads)
+{
+    atomic_store(&sim_threads, threads < 0 ? 0 : threads > MAX_THREADS ? MAX_THREADS : threads);
+    sim = (mxcc_pool_sim){0};
+}
+
+int mxcc_pool_simulating(void)
+{
+    return atomic_load_explicit(&sim_threads, memory_order_relaxed);
+}
+
+void mxcc_pool_sim_take(mxcc_pool_sim *out)
+{
+    *out = sim;
+    sim = (mxcc_pool_sim){0};
+}
+
 void mxcc_pool_enable(int mode)
 {
     atomic_store(&forced, mode < 0 ? -1 : mode != 0);
@@ -269,11 +361,18 @@ void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
         return;
     if (threads > MAX_THREADS)
         threads = MAX_THREADS;
+    const int asked = threads < 1 ? 1 : threads;   /* what a simulation records */
     if (threads > chunks)
         threads = (int)chunks;
     int nested = in_chunk;
 #ifdef _OPENMP
     nested = nested || omp_in_parallel();
+#endif
+    if (__builtin_expect(atomic_load_explicit(&sim_threads, memory_order_relaxed) != 0, 0) && !nested) {
+        simulate(chunks, asked, fn, arg);
+        return;
+    }
+#ifdef _OPENMP
     if (threads > 1 && !nested && !use_pool()) {
         omp_region(chunks, threads, fn, arg);
         return;
