@@ -20,6 +20,7 @@ from mxcc.codegen import splits
 from mxcc.codegen.lower import lower
 from mxcc.compiler.driver import plan_network
 from mxcc.options import CompileOptions
+from mxcc_testing import DATA, needs_gcc
 
 NETS = ["resnet18_v1", "resnet50_v1", "mobilenet1.0", "mobilenetv2_1.0", "squeezenet1.1", "mlp"]
 THREADS = [2, 4, 8, 16, 32]
@@ -133,3 +134,32 @@ def test_inspect_threads(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "mxcc", "inspect", js, "--shape", "X=256,784", "--threads", "0"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "thread counts >= 1" in bad.stderr
+
+
+@needs_gcc
+@pytest.mark.parametrize("net,shapes", [("resnet18_v1_slim", {"data": (1, 3, 224, 224)}),
+                                        ("mobilenet0.25", {"data": (1, 3, 224, 224)}),
+                                        ("mlp", {"X": (256, 784)})])
+def test_model_parts_are_the_runtime_chunks(net, shapes, tmp_path):
+    """The model against the C it describes: the bench's split simulator (--simulate-threads T: every job's
+    chunks run one by one, runtime_c/driver/simulate.c) reports each kernel's chunks per job, which must be
+    the model's parts for this machine's blocking, for every kernel that splits."""
+    import mxcc
+    js = DATA / "models" / net / f"{net}-symbol.json"
+    out = tmp_path / net
+    mxcc.compile(js, shapes, out_dir=out, name="net")
+    plan, _ = plan_network(str(js), shapes, CompileOptions())
+    calls = lower(plan, "net")
+    for t in (5, 16):
+        r = subprocess.run([str(out / "net_bench"), "--simulate-threads", str(t), "--simulate-json", "-",
+                            "--iters", "1", "--warmup", "0"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        # a job of one chunk runs in the caller like a plain call (mxcc_parallel_chunks): serial, as the model says
+        sim = {k["name"]: k for k in json.loads(r.stdout[r.stdout.index("{"):])["kernels"] if k["chunks"] > 1}
+        model = {k.group: k.split for k in splits.network_splits(calls, t, splits.host_isa())}
+        split = {g: s for g, s in model.items() if s.parts > 1}
+        assert split, net
+        for g, s in split.items():
+            assert g in sim, f"{net} T={t}: {g} ({s.how}) ran no job"
+            assert sim[g]["chunks"] == s.parts and sim[g]["jobs"] == s.calls, (net, t, g, s.how, sim[g])
+        assert set(sim) <= set(split), f"{net} T={t}: jobs the model does not predict: {set(sim) - set(split)}"
