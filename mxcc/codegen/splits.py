@@ -286,39 +286,53 @@ def conv1x1_split(batch: int, C: int, P: int, O: int, T: int, isa: Isa, parallel
         return _serial("conv1x1", atoms, float(_pw_units_cost(0, units, panels, tail) * nb))
     by_pixel = [_pw_units_cost(b, e, panels, tail) * nb for b, e in _ranges(units, nt)]
     by_weight = [_pw_units_cost(0, units, panels, tail) * (e - b) for b, e in _ranges(nb, nt)]
-    at = [_pw_grid_at(units, nb, panels, tail, nt, p) for p in range(nt + 1)]
-    by_grid = [_pw_grid_prefix(at[p + 1], nb, panels, tail) - _pw_grid_prefix(at[p], nb, panels, tail)
-               for p in range(nt)]
-    pixels, weights = max(by_pixel), _pw_units_cost(0, units, panels, tail) * _cdiv(nb, nt)
-    if pixels <= weights and pixels <= max(by_grid):
+    total = _pw_units_cost(0, units, panels, tail)
+    pixels, weights = max(by_pixel), total * _cdiv(nb, nt)
+    plain = min(pixels, weights)
+    grid, at = _pw_grid_split(units, nb, panels, tail, nt) if 100 * total * nb < 97 * plain * nt else (plain, None)
+    if 100 * grid < 97 * plain:   # the grid only when 3% better: it streams every weight panel through each part
+        costs = [tail if a // nb % panels == panels - 1 else 24 for a in range(units * nb)]
+        loads, how = [sum(costs[at[p]:at[p + 1]]) for p in range(nt)], f"{units} pixel x {nb} weight panels in {nt} parts"
+    elif pixels <= weights:
         loads, how = by_pixel, f"pixel panels in {nt} parts"
-    elif weights <= max(by_grid):
-        loads, how = by_weight, f"weight panels in {nt} parts"
     else:
-        loads, how = by_grid, f"{units} pixel x {nb} weight panels in {nt} parts"
+        loads, how = by_weight, f"weight panels in {nt} parts"
     costs = [tail if u % panels == panels - 1 else 24 for u in range(units) for _ in range(nb)]
     return Split("conv1x1", nt, nt, atoms, tuple(float(x) for x in loads), how, best=best_partition(costs, nt))
 
 
-def _pw_grid_prefix(a: int, nb: int, panels: int, tail: int) -> int:
-    """conv1x1_f32.c grid_prefix: the cost of the (pixel unit, weight panel) grid's units [0, a), unit-major."""
-    u = a // nb
-    return _pw_units_cost(0, u, panels, tail) * nb + (a - u * nb) * (tail if u % panels == panels - 1 else 24)
+def _pw_grid_fill(units: int, nb: int, panels: int, tail: int, cap: int, parts: int) -> list | None:
+    """conv1x1_f32.c grid_fill: the first tiles of the parts (parts + 1 entries), or None when cap needs more."""
+    at, p, load, a = [0] * (parts + 1), 0, 0, 0
+    for u in range(units):
+        c = tail if u % panels == panels - 1 else 24
+        left = nb
+        while left > 0:
+            fit = (cap - load) // c
+            if fit <= 0:
+                p += 1
+                if p >= parts:
+                    return None
+                at[p], load, fit = a, 0, cap // c
+            take = min(fit, left)
+            load, left, a = load + take * c, left - take, a + take
+    for q in range(p + 1, parts + 1):
+        at[q] = a
+    return at
 
 
-def _pw_grid_at(units: int, nb: int, panels: int, tail: int, parts: int, p: int) -> int:
-    """conv1x1_f32.c grid_at: the first unit of part p (a binary search on the cost)."""
-    want = int(float(_pw_grid_prefix(units * nb, nb, panels, tail)) * p / parts)
-    lo, hi = 0, units * nb
+def _pw_grid_split(units: int, nb: int, panels: int, tail: int, parts: int) -> tuple[int, list]:
+    """conv1x1_f32.c grid_split: the least capacity that fits in `parts` parts, and their first tiles."""
+    total = _pw_units_cost(0, units, panels, tail) * nb
+    lo = max(_cdiv(total, parts), 24)
+    hi = max(total, lo)
     while lo < hi:
         mid = lo + (hi - lo) // 2
-        if _pw_grid_prefix(mid, nb, panels, tail) < want:
-            lo = mid + 1
-        else:
+        if _pw_grid_fill(units, nb, panels, tail, mid, parts) is not None:
             hi = mid
-    if lo > 0 and want - _pw_grid_prefix(lo - 1, nb, panels, tail) < _pw_grid_prefix(lo, nb, panels, tail) - want:
-        lo -= 1
-    return lo
+        else:
+            lo = mid + 1
+    return lo, _pw_grid_fill(units, nb, panels, tail, lo, parts)
 
 
 def conv_packed_split(batch: int, P: int, O: int, K: int, T: int, isa: Isa, parallel: bool = True) -> Split:
@@ -331,13 +345,13 @@ def conv_packed_split(batch: int, P: int, O: int, K: int, T: int, isa: Isa, para
         return _serial("conv_packed", atoms, float(atoms * K))
     # conv_packed_f32.c packed_split: the fewest tiles for the busiest part; ties: pixels, weights, grid
     by_pixels, by_weights, by_grid = _cdiv(panels, nt) * nq, panels * _cdiv(nq, nt), _cdiv(panels * nq, nt)
-    if by_pixels <= by_weights and by_pixels <= by_grid:
-        loads, how = [(e - b) * nq * K for b, e in _ranges(panels, nt)], f"pixel panels in {nt} parts"
-    elif by_weights <= by_grid:
-        loads, how = [panels * (e - b) * K for b, e in _ranges(nq, nt)], f"weight panels in {nt} parts"
-    else:
+    if 100 * by_grid < 97 * min(by_pixels, by_weights):
         loads = [(e - b) * K for b, e in _ranges(panels * nq, nt)]
         how = f"{panels} pixel x {nq} weight panels in {nt} parts"
+    elif by_pixels <= by_weights:
+        loads, how = [(e - b) * nq * K for b, e in _ranges(panels, nt)], f"pixel panels in {nt} parts"
+    else:
+        loads, how = [panels * (e - b) * K for b, e in _ranges(nq, nt)], f"weight panels in {nt} parts"
     return Split("conv_packed", nt, nt, atoms, tuple(float(x) for x in loads), how)
 
 

@@ -589,25 +589,48 @@ static long units_cost(long u0, long u1, long panels, long tail)
     return (u1 - u0 - tails) * 24 + tails * tail;
 }
 
-/* The grid of pixel units x weight panels (unit-major), split by cost: the cost of its units [0, a), and the first
- * unit of part p of parts (where the cost reaches p / parts of the whole). */
-static long grid_prefix(long a, int nb, long panels, long tail)
+/* The grid of pixel units x weight panels (unit-major) split into parts of contiguous tiles with the least
+ * busiest part: grid_fill packs tiles greedily into parts of capacity cap (each part takes tiles while they
+ * fit) and returns how many parts that takes, writing their first tiles to at[0..parts] when it fits in
+ * `parts`; grid_split bisects on cap (whole cost units) for the least that fits. O(units) per try: each
+ * unit's tiles cost the same (24, or the short last panel's `tail`). */
+static int grid_fill(long units, int nb, long panels, long tail, long cap, int parts, long *at)
 {
-    const long u = a / nb;
-    return units_cost(0, u, panels, tail) * nb + (a - u * nb) * (u % panels == panels - 1 ? tail : 24);
+    int p = 0;
+    long load = 0, a = 0;
+    at[0] = 0;
+    for (long u = 0; u < units; u++) {
+        const long c = u % panels == panels - 1 ? tail : 24;
+        for (long left = nb; left > 0;) {
+            long fit = (cap - load) / c;
+            if (fit <= 0) {
+                if (++p >= parts) return parts + 1;
+                at[p] = a;
+                load = 0;
+                fit = cap / c;
+            }
+            const long take = fit < left ? fit : left;
+            load += take * c;
+            left -= take;
+            a += take;
+        }
+    }
+    for (int q = p + 1; q <= parts; q++) at[q] = a;
+    return p + 1;
 }
 
-static long grid_at(long units, int nb, long panels, long tail, int parts, int p)
+static long grid_split(long units, int nb, long panels, long tail, int parts, long *at)
 {
-    const long total = grid_prefix(units * nb, nb, panels, tail), want = (long)((double)total * p / parts);
-    long lo = 0, hi = units * nb;   /* the least a with prefix(a) >= want, */
+    const long total = units_cost(0, units, panels, tail) * nb;
+    long lo = (total + parts - 1) / parts, hi = total;
+    if (lo < 24) lo = 24;   /* a part holds at least one tile */
+    if (hi < lo) hi = lo;
     while (lo < hi) {
         const long mid = lo + (hi - lo) / 2;
-        if (grid_prefix(mid, nb, panels, tail) < want) lo = mid + 1;
-        else hi = mid;
+        if (grid_fill(units, nb, panels, tail, mid, parts, at) <= parts) hi = mid;
+        else lo = mid + 1;
     }
-    /* or the unit before it when that ends nearer (a part of cheap units must not take one unit too many) */
-    if (lo > 0 && want - grid_prefix(lo - 1, nb, panels, tail) < grid_prefix(lo, nb, panels, tail) - want) lo--;
+    grid_fill(units, nb, panels, tail, lo, parts, at);
     return lo;
 }
 
@@ -616,7 +639,8 @@ enum { BY_PIXELS, BY_WEIGHTS, BY_GRID };
 typedef struct split_job {
     const problem *pb;
     float *scratch;
-    long per_thread, units, panels, tail;
+    long per_thread, units;
+    const long *at;   /* BY_GRID: part p is the grid's tiles [at[p], at[p + 1]) */
     int nb, parts, how;
 } split_job;
 
@@ -632,8 +656,7 @@ static void run_part(void *arg, long part, int worker)
         if (b1 > b0) run_range(j->pb, s, 0, j->units, b0, b1);
     } else {
         mxcc_rect r[3];
-        const int n = mxcc_range_rects(grid_at(j->units, j->nb, j->panels, j->tail, j->parts, (int)part),
-                                       grid_at(j->units, j->nb, j->panels, j->tail, j->parts, (int)part + 1), j->nb, r);
+        const int n = mxcc_range_rects(j->at[part], j->at[part + 1], j->nb, r);
         for (int i = 0; i < n; i++) run_range(j->pb, s, r[i].r0, r[i].r1, (int)r[i].c0, (int)r[i].c1);
     }
 }
@@ -653,23 +676,27 @@ void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const floa
         return;
     }
     /* the split whose busiest thread takes the least time (panel_cost); on a tie pixels (each thread then reads
-     * its own pixels), then weights, then the grid (whose parts re-read the pixels of a unit they share).
+     * its own pixels), then weights. The grid only when its busiest thread is 3% faster still: its parts each
+     * stream every weight panel (MobileNet's 512 -> 512 @ 14x14 on 2 threads, weights 22 + 21 panels vs the
+     * grid's 3.5 pixel panels each: 2.4% slower by the grid, 5.18 vs 5.05 ms for the network).
      * Counting panels alike, the 7x7 images' panels of 32 and 17 pixels went one to each thread and one waited
      * 17% of 1024->1024@7 on 2 threads (608 -> 522 us split by weights). The grid balances to one tile when
-     * units and weight panels are both few for the threads (14x14 on 16 threads), its parts equal in cost (a short
-     * last panel per image costs less). codegen/splits.py models
+     * units and weight panels are both few for the threads (14x14 on 16 threads), its parts as even in cost as
+     * contiguous ranges allow (grid_split: a short last panel per image costs less). codegen/splits.py models
      * this choice. */
     const long last = P - (long)(panels - 1) * NR, tail = panel_cost((int)last);
-    long busiest = 0, grid = 0;
+    long busiest = 0;
     for (int t = 0; t < nt; t++) {
         const long c = units_cost(mxcc_split_at(units, nt, t), mxcc_split_at(units, nt, t + 1), panels, tail);
-        const long g = grid_prefix(grid_at(units, nb, panels, tail, nt, t + 1), nb, panels, tail)
-                     - grid_prefix(grid_at(units, nb, panels, tail, nt, t), nb, panels, tail);
         if (c > busiest) busiest = c;
-        if (g > grid) grid = g;
     }
-    const long by_pixels = busiest * nb, by_weights = units_cost(0, units, panels, tail) * ((nb + nt - 1) / nt);
-    const int how = by_pixels <= by_weights && by_pixels <= grid ? BY_PIXELS : by_weights <= grid ? BY_WEIGHTS : BY_GRID;
-    split_job job = {&pb, scratch, per_thread, units, panels, tail, nb, nt, how};
+    const long total = units_cost(0, units, panels, tail);
+    const long by_pixels = busiest * nb, by_weights = total * ((nb + nt - 1) / nt);
+    const long plain = by_pixels < by_weights ? by_pixels : by_weights;
+    long at[nt + 1];
+    /* the grid is weighed only when the plain splits lose 3% or more */
+    const long grid = 100 * total * nb < 97 * plain * nt ? grid_split(units, nb, panels, tail, nt, at) : plain;
+    const int how = 100 * grid < 97 * plain ? BY_GRID : by_pixels <= by_weights ? BY_PIXELS : BY_WEIGHTS;
+    split_job job = {&pb, scratch, per_thread, units, at, nb, nt, how};
     mxcc_parallel_chunks(nt, nt, run_part, &job);   /* a part per thread; a late thread's part is the caller's */
 }

@@ -408,14 +408,15 @@ static void packed_part(void *arg, long part, int worker)
 }
 
 /* How nt parts split panels x nq tiles: the split whose busiest part computes the fewest tiles; on a tie pixel
- * panels (each part gathers only its own), then weight panels, then the grid (whose parts re-gather the pixel
- * panels they share with a neighbour). codegen/splits.py models this. */
+ * panels (each part gathers only its own), then weight panels; the grid only when its busiest part is 3% less
+ * still (its parts re-gather the pixel panels they share with a neighbour and stream every weight panel).
+ * codegen/splits.py models this. */
 static int packed_split(long panels, int nq, int nt)
 {
     const long by_pixels = (panels + nt - 1) / nt * nq, by_weights = panels * ((nq + nt - 1) / nt);
-    const long by_grid = (panels * nq + nt - 1) / nt;
-    if (by_pixels <= by_weights && by_pixels <= by_grid) return BY_PIXELS;
-    return by_weights <= by_grid ? BY_WEIGHTS : BY_GRID;
+    const long by_grid = (panels * nq + nt - 1) / nt, plain = by_pixels < by_weights ? by_pixels : by_weights;
+    if (100 * by_grid < 97 * plain) return BY_GRID;
+    return by_pixels <= by_weights ? BY_PIXELS : BY_WEIGHTS;
 }
 
 void mxcc_conv_packed_f32(const mxcc_conv_geom *g, int batch, int O, const float *x, const float *wp,
