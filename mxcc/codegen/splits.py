@@ -77,6 +77,7 @@ class Split:
     how: str = ""                # the split chosen, in words
     calls: int = 1               # runtime calls per kernel call (e.g. one per image)
     best: float | None = None    # the ideal when atoms differ in cost (best_partition), else None: by count
+    jobs_per_call: int = 1       # parallel jobs of one runtime call (Winograd's shared transforms: 2)
 
     @property
     def efficiency(self) -> float | None:
@@ -94,7 +95,7 @@ class Split:
     @property
     def jobs(self) -> int:
         """Parallel jobs (regions) this kernel call runs per forward."""
-        return self.calls if self.parts > 1 or self.kernel == "openmp" else 0
+        return self.calls * self.jobs_per_call if self.parts > 1 or self.kernel == "openmp" else 0
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -429,9 +430,11 @@ def winograd_split(C: int, H: int, W: int, OH: int, OW: int, batch: int, O: int,
     units = nblocks * nparts
     if nt <= 1:
         return Split("winograd", pays, 0, atoms, loads, "serial", best=best)
-    return Split("winograd", pays, nt, atoms, loads,
+    shared = _winograd_shared(nblocks, nparts, nt)
+    return Split("winograd", pays, max(nt, nblocks * _cdiv(nt, nblocks)) if shared else nt, atoms, loads,
                  f"{nblocks} tile blocks of {tb}" + (f" x {nparts} channel parts" if nparts > 1 else "")
-                 + f" = {units} units in {nt} parts", best=max(best, _eff(loads)))
+                 + f" = {units} units in {nt} parts" + (", input transforms shared" if shared else ""),
+                 best=max(best, _eff(loads)), jobs_per_call=2 if shared else 1)
 
 
 def _eff(loads) -> float:
@@ -439,11 +442,14 @@ def _eff(loads) -> float:
 
 
 def _winograd_loads(C: int, O: int, tiles: int, tb: int, nparts: int, pays: int, isa: Isa) -> tuple[tuple, int]:
-    """Per-thread work of Winograd units (tile blocks of tb x nparts channel parts) on `pays` threads."""
+    """Per-thread work of Winograd units (tile blocks of tb x nparts channel parts) on `pays` threads. With
+    channel parts and no more blocks than threads (_winograd_shared), the blocks' input transforms run first, a
+    channel slice per chunk, their cost added to the thread that runs the slice."""
     npanels = _cdiv(O, isa.nr)
     nblocks = _cdiv(tiles, tb)
     units = nblocks * nparts
     nt = min(pays, units)
+    shared = _winograd_shared(nblocks, nparts, nt)
 
     def unit_cost(u: int, have: int) -> float:
         b, pp = divmod(u, nparts)
@@ -452,7 +458,7 @@ def _winograd_loads(C: int, O: int, tiles: int, tb: int, nparts: int, pays: int,
         cols = min(O, pb * isa.nr) - pa * isa.nr
         # GEMM: 36 products of (t x C) . (C x cols), a partial MR panel as a whole one; transforms ~ 6 per value
         gemm = 36 * _cdiv(t, isa.mr) * isa.mr * C * cols
-        return gemm + (6 * 36 * t * C if b != have else 0) + 6 * 36 * t * cols
+        return gemm + (6 * 36 * t * C if b != have and not shared else 0) + 6 * 36 * t * cols
 
     def part_cost(u0: int, u1: int) -> float:
         cost, have = 0.0, -1
@@ -463,7 +469,19 @@ def _winograd_loads(C: int, O: int, tiles: int, tb: int, nparts: int, pays: int,
 
     if nt <= 1:
         return _padded([part_cost(0, units)], pays), nt
-    return _padded([part_cost(b, e) for b, e in _ranges(units, nt)], pays), nt
+    loads = list(_padded([part_cost(b, e) for b, e in _ranges(units, nt)], pays))
+    if shared:   # transform chunk c (block c // slices, a channel slice) on thread c % nt: the pool's own-first order
+        slices = _cdiv(nt, nblocks)
+        for c in range(nblocks * slices):
+            b, k = divmod(c, slices)
+            t = min(tiles, (b + 1) * tb) - b * tb
+            loads[c % nt] += 6 * 36 * t * (C * (k + 1) // slices - C * k // slices)
+    return tuple(loads), nt
+
+
+def _winograd_shared(nblocks: int, nparts: int, nt: int) -> bool:
+    """winograd_f32.c: the blocks' V made once, by all threads, before the channel parts read it."""
+    return nparts > 1 and nblocks <= nt and nt > 1
 
 
 def direct_split(C: int, OH: int, OW: int, KH: int, KW: int, sh: int, dh: int, dw: int, batch: int, O: int, T: int,

@@ -391,10 +391,10 @@ static void prefetch_rows(const plan *p, const float *plane, int y0, int nrows, 
     }
 }
 
-/* V (the block's A panels, all 36 positions and channels) for tiles [t0, t1). */
-static void input_block(const plan *p, const float *x, long t0, long t1, float *s)
+/* V (the block's A panels, all 36 positions) of channels [c0, c1) for tiles [t0, t1), into v (the V region of
+ * a scratch slot); s: this thread's scratch (its strip and zero row). */
+static void input_block(const plan *p, const float *x, long t0, long t1, int c0, int c1, float *v, float *s)
 {
-    float *v = s + p->v_off;
     float *strip = s + p->strip_off;
     const float *zero = s + p->zero_off;
     const long xs = p->tb * p->C;  /* floats per position xi */
@@ -402,7 +402,7 @@ static void input_block(const plan *p, const float *x, long t0, long t1, float *
     if (nt % MR) {  /* rows past the last tile of the last panel: zero, so the micro-kernel adds zeros */
         const long rem = nt % MR;
         for (int xi = 0; xi < 36; xi++)
-            for (int c = 0; c < p->C; c++)
+            for (int c = c0; c < c1; c++)
                 memset(v + xi * xs + v_index(p, nt - rem) + (long)c * MR + rem, 0, (size_t)(MR - rem) * sizeof(float));
     }
     const long plane = (long)p->H * p->W;
@@ -416,10 +416,10 @@ static void input_block(const plan *p, const float *x, long t0, long t1, float *
             memset(strip + i * p->ws, 0, (size_t)lo * sizeof(float));
             memset(strip + i * p->ws + hi, 0, (size_t)(width - hi) * sizeof(float));
         }
-        for (int c = 0; c < p->C; c++) {
+        for (int c = c0; c < c1; c++) {
             /* the next channel's rows: 6 short rows a plane apart, too scattered for the hardware prefetchers
              * once x is out of L2 (64@56 batch 16: 16.3 -> see docs) */
-            if (c + 1 < p->C)
+            if (c + 1 < c1)
                 prefetch_rows(p, x + ((long)r.n * p->C + c + 1) * plane, 4 * r.ty - p->ph, 6,
                               4L * r.tx - p->pw + lo, hi - lo, 0);
             strip_vertical(p, x + ((long)r.n * p->C + c) * plane, zero, r.ty, r.tx, r.ntx, strip);
@@ -483,9 +483,8 @@ static void ukernel(int k, const float *ap, const float *bp, float *c, int ldc, 
 
 /* ---- the 36 GEMMs: M_xi[t, o] = sum_c V_xi[t, c] U_xi[c, o] for the block's tiles and panels [q0, q1) --- */
 
-static void gemm_block(const plan *p, const float *u, long nt, int q0, int q1, float *s)
+static void gemm_block(const plan *p, const float *u, long nt, int q0, int q1, const float *v, float *s)
 {
-    const float *v = s + p->v_off;
     float *m = s + p->m_off;
     const long xs = p->tb * p->C, upx = u_floats(p->C, p->O);
     const int C = p->C;
@@ -792,6 +791,8 @@ typedef struct wino_job {
     float *y, *scratch;
     long units;
     int nparts, npanels, bpanels, parts, O;
+    int shared;   /* 1: block b's V was made by transform_part into scratch slot b (two_phase) */
+    int slices;   /* transform_part: channel slices per block */
 } wino_job;
 
 static void wino_part(void *arg, long part, int worker)
@@ -806,18 +807,35 @@ static void wino_part(void *arg, long part, int worker)
         const long b = un / j->nparts;
         const int pp = (int)(un % j->nparts);
         const long t0 = b * p->tb, t1 = min_l(p->tiles, t0 + p->tb);
-        if (b != have) {
-            input_block(p, j->x, t0, t1, s);
+        const float *v = j->shared ? j->scratch + b * p->per_thread + p->v_off : s + p->v_off;
+        if (!j->shared && b != have) {
+            input_block(p, j->x, t0, t1, 0, p->C, s + p->v_off, s);
             have = b;
         }
         const int pa = (int)((long)j->npanels * pp / j->nparts), pb = (int)((long)j->npanels * (pp + 1) / j->nparts);
         for (int q0 = pa; q0 < pb; q0 += j->bpanels) {
             const int q1 = (int)min_l(pb, q0 + j->bpanels);
-            gemm_block(p, j->u, t1 - t0, q0, q1, s);
+            gemm_block(p, j->u, t1 - t0, q0, q1, v, s);
             output_block(p, t0, t1, q0 * NR, (int)min_l(j->O, (long)q1 * NR), j->ep, j->y, s);
         }
     }
 }
+
+/* The first phase of a two-phase call: block b's V, channels of slice `part % slices`, into scratch slot b. */
+static void transform_part(void *arg, long part, int worker)
+{
+    const wino_job *j = arg;
+    const plan *p = j->p;
+    float *s = j->scratch + worker * p->per_thread;
+    const long b = part / j->slices;
+    const int k = (int)(part % j->slices);
+    const int c0 = (int)mxcc_split_at(p->C, j->slices, k), c1 = (int)mxcc_split_at(p->C, j->slices, k + 1);
+    memset(s + p->zero_off, 0, (size_t)p->W * sizeof(float));
+    if (c1 > c0)
+        input_block(p, j->x, b * p->tb, min_l(p->tiles, (b + 1) * p->tb), c0, c1,
+                    j->scratch + b * p->per_thread + p->v_off, s);
+}
+
 /* How nt threads share the layer: units of (tile block, part of the output-channel panels). plan_of's
  * cache-sized blocks while they give every thread work (parts of the channels only when blocks are few, as
  * few as make 2 units per thread); otherwise (few tiles for many threads: 14x14 tiles on 16 threads) the
@@ -874,9 +892,19 @@ void mxcc_winograd_f43_f32(const mxcc_conv_geom *g, int batch, int O, const floa
                    ? (int)min_l(npanels, ceil_div(2L * nt, ceil_div(pl.tiles, pl.tb))) : 1;
     }
     const plan *p = &pl;
-    const long units = ceil_div(p->tiles, p->tb) * nparts;
+    const long nblocks = ceil_div(p->tiles, p->tb), units = nblocks * nparts;
     const int bpanels = (int)(p->ob / NR);
     nt = (int)min_l(nt, units);
-    wino_job job = {p, u, x, ep, y, scratch, units, nparts, npanels, bpanels, nt, O};
+    wino_job job = {p, u, x, ep, y, scratch, units, nparts, npanels, bpanels, nt, O, 0, 1};
+    /* Channel parts of a block each need its whole V. Made by each part, the input transform is repeated by
+     * every thread that has one (ResNet-18 stage 3, 256 x 14 x 14 on 2 threads: 1.01 ms of work for 0.83 on
+     * one; on 4 threads 1.50): so first the threads make the blocks' V together, a slice of the channels each,
+     * into the scratch slot of each block (two_phase: as many slots as blocks), then each part reads it. */
+    if (nparts > 1 && nblocks <= nt) {
+        job.shared = 1;
+        job.slices = (int)ceil_div(nt, nblocks);
+        const int tparts = (int)min_l(nt, nblocks * job.slices);
+        mxcc_parallel_chunks(nblocks * job.slices, tparts, transform_part, &job);
+    }
     mxcc_parallel_chunks(nt, nt, wino_part, &job);   /* a part per thread; a late thread's by the caller */
 }

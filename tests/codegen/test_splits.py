@@ -52,7 +52,7 @@ def test_every_layer_splits_evenly(net_calls, isa):
         assert all(k.split.kernel != "openmp" for k in ks), f"{net}: a kernel left as an OpenMP region"
         for k in ks:
             s = k.split
-            assert len(s.loads) == s.threads and 1 <= s.threads <= t and s.parts <= s.threads, (net, k.group, t)
+            assert len(s.loads) == s.threads and 1 <= s.threads <= t and s.parts < 2 * s.threads, (net, k.group, t)
             if s.threads == 1:
                 continue
             want = min(0.9, s.ideal) * (0.96 if t <= 16 else 0.85)
@@ -164,5 +164,5 @@ def test_model_parts_are_the_runtime_chunks(net, shapes, tmp_path):
         assert split, net
         for g, s in split.items():
             assert g in sim, f"{net} T={t}: {g} ({s.how}) ran no job"
-            assert sim[g]["chunks"] == s.parts and sim[g]["jobs"] == s.calls, (net, t, g, s.how, sim[g])
+            assert sim[g]["chunks"] == s.parts and sim[g]["jobs"] == s.jobs, (net, t, g, s.how, sim[g])
         assert set(sim) <= set(split), f"{net} T={t}: jobs the model does not predict: {set(sim) - set(split)}"
