@@ -379,8 +379,10 @@ def _winograd_scratch(C: int, W: int, OW: int, O: int, tb: int, isa: Isa) -> int
     ob = nr * max(1, _M_BYTES // (36 * tb * 4 * nr))
     ob = min(ob, _rup(O, nr))
     ob = _rup(_cdiv(O, _cdiv(O, ob)), nr)
+    tw = _cdiv(OW, 4)
+    row_group = isa.lanes // tw if isa.name != "c" and 2 * tw <= isa.lanes else 1   # strips of a vector pass
     m_off = 16 + _rup(36 * C * tb, 16)
-    zero_off = m_off + _rup(36 * tb * ob, 16) + 6 * (4 * _rup(_cdiv(OW, 4), 16) + 16)
+    zero_off = m_off + _rup(36 * tb * ob, 16) + 6 * row_group * (4 * _rup(tw, 16) + 16)
     return zero_off + _rup(W, 16)
 
 

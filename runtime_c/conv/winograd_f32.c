@@ -117,6 +117,7 @@ void mxcc_winograd_f43_scale_weight_f32(int O, int C, float *u, const float *sca
 typedef struct plan {
     int C, H, W, ph, pw, OH, OW, TH, TW, O;
     long tiles;     /* batch * TH * TW */
+    int row_group;  /* whole tile rows the input transform takes in one vector pass: VL / TW, or 1 */
     long tb;        /* tiles per block, a multiple of MR */
     long ob;        /* output channels per block, a multiple of NR */
     long ws;        /* floats per strip row */
@@ -137,6 +138,11 @@ static plan plan_of(const mxcc_conv_geom *g, int batch, int O)
     p.OW = g->out[2];
     p.TH = (int)ceil_div(p.OH, 4);
     p.TW = (int)ceil_div(p.OW, 4);
+#if MXCC_SIMD_VECTOR
+    p.row_group = 2 * p.TW <= MXCC_SIMD_SIZE_F32 ? MXCC_SIMD_SIZE_F32 / p.TW : 1;
+#else
+    p.row_group = 1;
+#endif
     p.O = O;
     p.tiles = (long)batch * p.TH * p.TW;
     /* as many MR panels as V_BYTES holds, then balanced: 196 tiles with tb = 112 -> 2 x 98, not 112 + 84 */
@@ -162,7 +168,7 @@ static plan with_tb(plan p, long tb)
     p.v_off = GUARD;
     p.m_off = p.v_off + round_up(36L * p.C * tb, 16);
     p.strip_off = p.m_off + round_up(36L * tb * ob, 16);
-    p.zero_off = p.strip_off + 6 * p.ws;
+    p.zero_off = p.strip_off + 6L * p.row_group * p.ws;   /* a strip (6, ws) per tile row of a group */
     p.per_thread = p.zero_off + round_up(p.W, 16);
     return p;
 }
@@ -340,6 +346,36 @@ static void strip_horizontal(const plan *p, const float *strip, int ntx, long t,
         }
     }
 }
+
+/* `rows` whole tile rows of ntx tiles each (rows * ntx <= VL), their strips `6 ws` apart, in one pass of VL
+ * lanes: row k's tiles in lanes [k ntx, (k + 1) ntx), its phases read from its strip shifted back by 4 k ntx
+ * (other lanes of that read are another row's or unused floats of the strip region, never outside it). A
+ * small plane's row fills a few of the lanes (14x14: 4 tiles of 16), and these passes were 16% of a 256 x 14
+ * x 14 layer on one thread. */
+static void strip_horizontal_rows(const plan *p, const float *strip, int ntx, int rows, long t, float *vc, long xs)
+{
+    const runs rs = runs_of(p, t, rows * ntx);
+    mxcc_simd_mask mk[3], row[VL];
+    for (int r = 0; r < rs.n; r++)
+        mk[r] = mxcc_mask_lanes(rs.lo[r], rs.hi[r]);
+    for (int k = 1; k < rows; k++)
+        row[k] = mxcc_mask_lanes(k * ntx, (k + 1) * ntx);
+    for (int i = 0; i < 6; i++) {
+        mxcc_simd_f32 P[6], Q[6], V[6];
+        phases(strip + i * p->ws, P);
+        for (int k = 1; k < rows; k++) {
+            phases(strip + (6L * k + i) * p->ws - 4L * ntx * k, Q);
+            for (int m = 0; m < 6; m++)
+                P[m] = mxcc_select_f32(row[k], Q[m], P[m]);
+        }
+        bt6(P, V);
+        for (int j = 0; j < 6; j++) {
+            float *dst = vc + (i * 6 + j) * xs;
+            for (int r = 0; r < rs.n; r++)
+                mxcc_store_mask_f32(dst + rs.off[r], V[j], mk[r]);
+        }
+    }
+}
 #else
 static void strip_horizontal(const plan *p, const float *strip, int ntx, long t, float *vc, long xs)
 {
@@ -412,6 +448,29 @@ static void input_block(const plan *p, const float *x, long t0, long t1, int c0,
         const long width = 4 * round_up(r.ntx, 16) + 2;
         long lo, hi;
         strip_cols(p, r.tx, r.ntx, &lo, &hi);
+#if MXCC_SIMD_VECTOR
+        /* whole tile rows of a small plane: as many as fill the vector, in one pass (strip_horizontal_rows) */
+        const int rows = r.tx == 0 && r.ntx == p->TW ? (int)min_l(p->row_group, (t1 - r.t) / p->TW) : 1;
+        if (rows > 1) {
+            tile_run rk[VL];
+            for (int k = 0; k < rows; k++) {
+                rk[k].t = r.t + (long)k * p->TW;
+                next_run(p, t1, &rk[k]);
+                for (int i = 0; i < 6; i++) {
+                    memset(strip + (6L * k + i) * p->ws, 0, (size_t)lo * sizeof(float));
+                    memset(strip + (6L * k + i) * p->ws + hi, 0, (size_t)(width - hi) * sizeof(float));
+                }
+            }
+            for (int c = c0; c < c1; c++) {
+                for (int k = 0; k < rows; k++)
+                    strip_vertical(p, x + ((long)rk[k].n * p->C + c) * plane, zero, rk[k].ty, 0, p->TW,
+                                   strip + 6L * k * p->ws);
+                strip_horizontal_rows(p, strip, p->TW, rows, r.t - t0, v + (long)c * MR, xs);
+            }
+            r.ntx = rows * p->TW;   /* the loop steps past all of them */
+            continue;
+        }
+#endif
         for (int i = 0; i < 6; i++) {
             memset(strip + i * p->ws, 0, (size_t)lo * sizeof(float));
             memset(strip + i * p->ws + hi, 0, (size_t)(width - hi) * sizeof(float));
