@@ -1,8 +1,9 @@
 """The `mxcc` command line: argparse only. Errors print as one line and exit 2 (traceback with --debug).
 
     mxcc compile NET.json --shape data=1,784 [--params FILE] [-o DIR] [--name NAME] [--dynamic-batch]
-                 [--no-fuse] [--no-plan] [--no-fold] [--no-schedule]
+                 [--no-fuse] [--no-plan] [--no-fold] [--no-schedule] [--tune [--tune-threads T]]
     mxcc inspect NET.json --shape data=1,784 [--no-fuse] [--no-plan] [--no-fold] [--no-schedule] [--json]
+                 [--tune [--tune-threads T]]
     mxcc run DIR --input data=x.npy [--input ...] [--output out.npz]
     mxcc perf DIR [--iters N | --seconds S] [--threads T] [--batch N] [--call-graph fp|dwarf] [-o OUT] [--stat] [--py]
     mxcc perf DIR --train [--epochs N] [--images F --labels F] [--threads T] [--call-graph fp|dwarf] [-o OUT]
@@ -56,6 +57,22 @@ def _named_file(text: str) -> tuple[str, str]:
     return name, path
 
 
+def _tune_arguments(p) -> None:
+    p.add_argument("--tune", action="store_true", default=None,
+                   help="each convolution takes the kernel measured fastest on this CPU (timed once per layer, "
+                        "cached in $MXCC_CACHE_DIR/tune; MXCC_TUNE=1 does the same) instead of the built-in "
+                        "heuristics")
+    p.add_argument("--tune-threads", type=int, default=None, metavar="T",
+                   help="with --tune: the thread count to measure at (default: the OpenMP default, "
+                        "OMP_NUM_THREADS or every core)")
+
+
+def _tune_options(args) -> dict:
+    if args.tune_threads is not None and args.tune_threads < 1:
+        raise MxccError(f"--tune-threads must be >= 1, got {args.tune_threads}")
+    return dict(tune=args.tune, tune_threads=args.tune_threads)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mxcc", description="Compile MXNet-style networks to fast C.")
     p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
@@ -78,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--no-schedule", action="store_true",
                    help="run the kernels in the graph's node order (default: the order with the fewest live bytes)")
     c.add_argument("--isa", default=None, help="gcc -march value (default: native)")
+    _tune_arguments(c)
     c.add_argument("--random-params", action="store_true",
                    help="no weights at hand: Xavier-initialized params (seed 0; moving stats 0/1), for benchmarks")
     c.add_argument("--no-profile", action="store_true", help="compile the profiler hooks out")
@@ -100,6 +118,7 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("--no-fold", action="store_true", help="no constant folding of param-only nodes")
     i.add_argument("--no-schedule", action="store_true", help="kernels in the graph's node order")
     i.add_argument("--json", action="store_true", help="print the plan as JSON (same as plan.json)")
+    _tune_arguments(i)
     i.add_argument("--threads", type=_thread_counts, default=(), metavar="T[,T...]",
                    help="show how each kernel's parallel work splits over T threads (parts, per-thread balance: "
                         "codegen/splits.py), and the parallel jobs per forward")
@@ -165,7 +184,8 @@ def _compile(args) -> int:
     if args.dynamic_batch:
         train["dynamic_batch"] = True
     mod = mxcc.compile(args.net, shapes, params, out_dir=out, name=name, fuse=not args.no_fuse,
-                       plan=not args.no_plan, fold=not args.no_fold, schedule=not args.no_schedule, isa=args.isa, profile=not args.no_profile, **train)
+                       plan=not args.no_plan, fold=not args.no_fold, schedule=not args.no_schedule, isa=args.isa,
+                       profile=not args.no_profile, **_tune_options(args), **train)
     dt = time.perf_counter() - t
     print(f"compiled {args.net} -> {out}/ ({'cached' if mod.cached else 'built'} in {dt:.2f} s)")
     if args.timings:
@@ -173,6 +193,8 @@ def _compile(args) -> int:
         for stage, seconds in mod.timings:
             print(f"  {stage:{width}s}  {seconds * 1e3:8.1f} ms")
         print(f"  {'total':{width}s}  {sum(s for _, s in mod.timings) * 1e3:8.1f} ms")
+    if mod.tuning:
+        print(f"  tuned  : {_tuning_line(mod.tuning)} (plan.json: tuning; mxcc inspect --tune)")
     if mod.max_batch:
         print(f"  batch  : dynamic, 1..{mod.max_batch} (the shapes below are at the maximum)")
     print(f"  inputs : {', '.join(f'{k}{v}' for k, v in mod.input_shapes.items())}")
@@ -198,12 +220,16 @@ def _inspect(args) -> int:
     shapes, batch_axes, _ = split_batch_marks(dict(args.shape))
     plan = inspect_network(args.net, shapes, CompileOptions.from_env(fuse=not args.no_fuse, plan=not args.no_plan,
                                                                     fold=not args.no_fold,
-                                                                    schedule=not args.no_schedule),
+                                                                    schedule=not args.no_schedule,
+                                                                    **_tune_options(args)),
                            batch_axes=batch_axes, threads=args.threads, isa=args.isa)
     if args.json:
         print(json.dumps(plan, indent=1))
     else:
         print(format_plan(plan))
+        if plan.get("tuning"):
+            print()
+            print(format_tuning(plan["tuning"]))
         for t, report in plan.get("splits", {}).items():
             print()
             print(format_splits(int(t), report))
@@ -232,6 +258,27 @@ def format_splits(threads: int, report: dict) -> str:
               "eff = mean / max work per thread over the threads the work pays for (thr); ideal = the best "
               "any split of the kernel's atoms could do"]
     return "\n".join(lines)
+
+
+def _tuning_line(t: dict) -> str:
+    return (f"{len(t['layers'])} convolutions for {t['threads']} thread{'s' if t['threads'] > 1 else ''} "
+            f"({t['engine']}), {t['changed']} off the heuristics, {t['measured']} measured now, "
+            f"{len(t['layers']) - t['measured']} from the cache")
+
+
+def format_tuning(t: dict) -> str:
+    """`mxcc inspect --tune`: each tuned layer's candidates and times, the heuristics' choice and the chosen."""
+    rows = [("node", "heuristic", "chosen", "times (us)", "from")]
+    for l in t["layers"]:
+        best = min(l["times_us"].values())
+        rows.append((l["node"], l["heuristic"], l["chosen"] + (" *" if l["chosen"] != l["heuristic"] else ""),
+                     "  ".join(f"{p} {v:.1f}" + (" (best)" if v == best else "") for p, v in l["times_us"].items()),
+                     l["source"]))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join([f"convolution paths tuned on {t['cpu']}: {_tuning_line(t)}; * = another candidate was at "
+                       f"least {t['margin']:.0%} faster than the heuristics' (cache: {t['cache']})"] + lines)
 
 
 def _mib(n: int) -> str:

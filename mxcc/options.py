@@ -28,19 +28,32 @@ class CompileOptions:
     poison: bool = False          # tests (MXCC_POISON=1): before each call the arena, the kernels' scratch,
                                   # outputs and gradients are filled with NaN, and each kernel's outputs again
                                   # just before it runs, so a read of memory nothing wrote shows up as NaN
+    tune: bool = False            # --tune / MXCC_TUNE=1: each convolution of an inference build runs the path
+                                  # measured fastest on this host (compiler/tune.py, cached per CPU and layer)
+                                  # instead of the heuristics' (ops/convolution.py: path); training builds
+                                  # ignore it
+    tune_threads: int = 0         # --tune-threads: the thread count to tune for (0: the compile's `threads`,
+                                  # else the OpenMP default of this process)
+    conv_paths: tuple = ()        # ((node name, path), ...): the paths these layers must take in inference plans
+                                  # (passes/choose_paths.py checks each against the layer's candidates); a
+                                  # dict is accepted. A tuned build adds its choices here.
 
     @classmethod
     def from_env(cls, **overrides) -> "CompileOptions":
-        """Defaults, then MXCC_CC / CC for the compiler and MXCC_POISON=1, then explicit keyword overrides."""
+        """Defaults, then MXCC_CC / CC for the compiler, MXCC_POISON=1 and MXCC_TUNE=1, then explicit keyword
+        overrides (tune=False overrides MXCC_TUNE=1)."""
         kw = {"cc": os.environ.get("MXCC_CC") or os.environ.get("CC") or "gcc"}
-        if os.environ.get("MXCC_POISON", "") not in ("", "0"):
-            kw["poison"] = True
+        for var, name in (("MXCC_POISON", "poison"), ("MXCC_TUNE", "tune")):
+            if os.environ.get(var, "") not in ("", "0"):
+                kw[name] = True
         known = {f.name for f in fields(cls)}
         unknown = set(overrides) - known
         if unknown:
             raise TypeError(f"unknown compile option(s): {', '.join(sorted(unknown))} "
                             f"(known: {', '.join(sorted(known))})")
         kw.update({k: v for k, v in overrides.items() if v is not None})
+        if isinstance(kw.get("conv_paths"), dict):
+            kw["conv_paths"] = tuple(sorted(kw["conv_paths"].items()))
         return cls(**kw)
 
 

@@ -89,6 +89,16 @@ def uses_pool(kernels: list[str], train: bool) -> bool:
     return not train and not any(s in k for k in kernels for s in OPENMP_CALLS)
 
 
+def calls_use_pool(calls: list[KernelCall], template_dir: str, folded: list | None = None) -> bool:
+    """Whether an inference network of these kernels (and `folded` ones) selects mxcc's pool: uses_pool over the
+    kernels' text as render() writes it, without rendering the rest (compiler/tune.py times kernels on the
+    engine their network will run them on)."""
+    env = environment(template_dir)
+    bodies = list(calls) + list(folded or [])
+    preps = [p for c in bodies for p in c.prepare]
+    return uses_pool([_render_kernel(env, c) for c in bodies + preps], train=False)
+
+
 def _spmd(call) -> bool:
     rule = SPMD.get(call.template)
     parallel = call.vars.get("parallel")

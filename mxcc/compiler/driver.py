@@ -17,9 +17,10 @@ from mxcc._version import __version__
 from mxcc.codegen.batchvar import at_max
 from mxcc.codegen.cnames import c_ident
 from mxcc.codegen.lower import lower, lower_folded, lower_train_program, lower_updates
-from mxcc.codegen.render import environment, render
+from mxcc.codegen.render import calls_use_pool, environment, render
 from mxcc.compiler import artifacts, library
 from mxcc.compiler.build import build, build_library
+from mxcc.compiler.tune import Tuning, openmp_threads, tune_plan
 from mxcc.files import resource_dir
 from mxcc.errors import GraphError, ShapeError, name_list
 from mxcc.graph import Graph, Ref, load_json
@@ -117,6 +118,20 @@ def plan_network(net, shapes: dict, opts: CompileOptions, log=None, *, wrt=None,
     return plan, source
 
 
+def tune_network(plan: Plan, opts: CompileOptions, name: str, threads: int | None = None, log=None) -> Tuning:
+    """compiler/tune.py on an untuned inference plan, for the thread count its module will run with
+    (opts.tune_threads, else `threads`, else the OpenMP default of this process) and the engine its kernels will
+    run on (mxcc's pool unless a kernel opens an OpenMP region: codegen/render.py)."""
+    pool = calls_use_pool(lower(plan, name), str(resource_dir("templates")), lower_folded(plan, name))
+    return tune_plan(plan, opts, opts.tune_threads or threads or openmp_threads(), "pool" if pool else "openmp",
+                     log=log)
+
+
+def with_paths(opts: CompileOptions, tuning: Tuning) -> CompileOptions:
+    """opts with the tuned layers' paths added to conv_paths (the user's own entries stay)."""
+    return dc_replace(opts, conv_paths=tuple(sorted({**dict(opts.conv_paths), **tuning.overrides()}.items())))
+
+
 def _workspace_json(plan: Plan, anchor) -> dict | None:
     ws = plan.workspaces.get(anchor.id)
     if ws is None:
@@ -183,6 +198,7 @@ def plan_to_json(plan: Plan, calls, folded_calls=(), batch: BatchShapes | None =
             inputs=[dict(name=b.cname, shape=[at_max(d) for d in b.type.shape], where=b.where) for b in call.buffers
                     if not b.writable],
             outputs=outs, flops=call.flops, workspace=_workspace_json(plan, members[0]),
+            **({"path": call.vars["path"]} if members[0].opdef.paths is not None and "path" in call.vars else {}),
             nodes=[dict(name=m.name, op=m.op, inputs=[list(g.type_of(r).shape) for r in m.inputs],
                         outputs=[list(t.shape) for t in m.out_types],
                         flops=m.opdef.flops(m.params, [g.type_of(r) for r in m.inputs], m.out_types))
@@ -210,14 +226,21 @@ def inspect_network(net, shapes: dict, opts: CompileOptions, name: str | None = 
     `threads`: also how each forward kernel splits over each of these thread counts ("splits", by count:
     codegen/splits.py, for the `isa` blocking, default this machine's)."""
     plan, source = plan_network(net, shapes, opts)
+    name = c_ident(name) if name else _default_name(source)
+    tuning = None
+    if opts.tune and not opts.train:
+        tuning = tune_network(plan, opts, name)
+        if tuning.overrides():
+            plan, _ = plan_network(net, shapes, with_paths(opts, tuning))
     batch = None
     if batch_axes:
         present = {n.name for n in plan.graph.variables}
         batch = infer_batch(plan.graph, {k: v for k, v in _check_shapes(shapes).items() if k in present},
                             {k: v for k, v in batch_axes.items() if k in present})
-    name = c_ident(name) if name else _default_name(source)
     calls = lower(plan, name)
     out = plan_to_json(plan, calls, lower_folded(plan, name), batch)
+    if tuning is not None:
+        out["tuning"] = tuning.to_json()
     if threads:
         from mxcc.codegen.splits import host_isa, splits_report
         isa = isa or host_isa()
@@ -374,7 +397,8 @@ def _options_line(opts: CompileOptions, optimizer) -> str:
     """The generated C's `options:` header line."""
     return (f"fuse={'on' if opts.fuse else 'off'} plan={'on' if opts.plan else 'off'} isa={opts.isa} "
             f"profile={'on' if opts.profile else 'off'}" + (f" train={optimizer.kind}" if opts.train else "")
-            + ("" if opts.fold else " fold=off") + ("" if opts.schedule else " schedule=off"))   # fold on: the
+            + ("" if opts.fold else " fold=off") + ("" if opts.schedule else " schedule=off")
+            + (" tune=on" if opts.tune and not opts.train else ""))   # fold on: the
     # header's "folded" line says what
 
 
@@ -451,6 +475,14 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
                            log=lambda pass_name, seconds, nodes: timings.append((f"pass {pass_name}", seconds)))
     clock = time.perf_counter()
     name = c_ident(name) if name else _default_name(source)
+    tuning = None
+    if opts.tune and not opts.train:            # the paths measured fastest here (compiler/tune.py)
+        tuning = tune_network(plan, opts, name, threads, log=lambda stage, seconds: timings.append(
+            (f"tuning: {stage}", seconds)))
+        if tuning.overrides():
+            opts = with_paths(opts, tuning)
+            plan, _ = plan_network(graph, shapes, opts)
+        lap(f"tuning ({len(tuning.layers)} layers: {tuning.measured} measured, {len(tuning.overrides())} changed)")
     batch = _dynamic_batch(plan, shapes, batch_axes) if opts.dynamic_batch else None
     calls, folded = lower(plan, name, batch), lower_folded(plan, name)
     updates = train_program = infer = None
@@ -479,6 +511,8 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
                  slot_batch={i: batch.of(r) for i, r in _slot_refs(plan.graph, plan.slots).items()
                              if r is not None and batch.of(r)} if batch else None)
     pj = plan_to_json(plan, calls, folded, batch)
+    if tuning is not None:
+        pj["tuning"] = tuning.to_json()
     lap("rendering C")
     built = build(name, src.c, src.h, src.cdef, src.bench, opts, train_src=src.train, parts=src.parts,
                   log=lambda stage, seconds: timings.append((stage, seconds)))
@@ -510,6 +544,7 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
     lap("writing the output directory" if out_dir is not None else "module record")
     mod = cls(directory, meta, threads=threads, **kw)
     mod.cached = built.cached
+    mod.tuning = pj.get("tuning")       # plan.json's record of a tuned build (compiler/tune.py), else None
     if params is not None:
         mod.set_params(params)
     lap("loading and binding params")

@@ -4,7 +4,8 @@ MXNet stores every attribute as the Python `str()` of the kwarg: "128", "True", 
 "[1, 2]", "None", "1e-05", "relu". The dataclass field annotations say what each should be; `Literal[...]`
 fields list the allowed words. Hidden keys (`__shape__`, `__lr_mult__`, ...) are not op attributes and are
 skipped; keys listed in the class's `IGNORED` tuple are accepted and dropped (e.g. `workspace`,
-`cudnn_tune`). Anything else is an AttrError naming the node, the attribute and the accepted names.
+`cudnn_tune`). Fields listed in its `INTERNAL` tuple are the compiler's own (a convolution's tuned path) and
+cannot be set from strings. Anything else is an AttrError naming the node, the attribute and the accepted names.
 """
 from __future__ import annotations
 
@@ -31,12 +32,13 @@ def parse(cls: type, raw: dict[str, str] | tuple, *, node: str = "?", op: str = 
     raw = dict(raw)
     hints, fields = _schema(cls)
     ignored = set(getattr(cls, "IGNORED", ()))
+    internal = set(getattr(cls, "INTERNAL", ()))
     values = {}
     for key, text in raw.items():
         if key.startswith("__") and key.endswith("__") or key in ignored:
             continue
-        if key not in fields:
-            known = ", ".join(sorted(fields)) or "none"
+        if key not in fields or key in internal:
+            known = ", ".join(sorted(set(fields) - internal)) or "none"
             raise AttrError(f"unknown attribute {key!r}={text!r} (accepted: {known})", node=node, op=op)
         try:
             values[key] = _convert(hints[key], text)

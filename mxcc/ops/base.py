@@ -21,6 +21,10 @@ An OpDef is plain data plus plain functions. Passes ask it questions (`fusion`, 
   `workspace` pointer. `const`: the inputs fixed at bind time (passes/fold_constants.bind_time_inputs), which
   the lowering may read prepacked (LowerCtx.packed_input): the choice of kernel, and its scratch, may
   depend on them.
+- `paths(attrs, ins, const) -> (candidates, heuristic)`: an op that has several kernels for one node
+  (Convolution): the names of those that can compute it, and the one its heuristics pick (always among them).
+  Its attrs then have a `chosen_path` field ("" = the heuristics) that `lower` and `workspace` obey; it is set
+  by passes/choose_paths.py from CompileOptions.conv_paths, which a tuned build fills (compiler/tune.py).
 - `train_op(attrs) -> str | None`: the op a node of this op becomes when the graph trains (MXNet's
   forward(is_train=True)): BatchNorm -> `_train_BatchNorm` (batch statistics), Dropout -> `_train_Dropout`
   (a mask); None (or no train_op) keeps the op. Applied by passes/train_mode.py.
@@ -149,6 +153,7 @@ class OpDef:
     epilogue_axis: int | None = None      # ANCHOR: the output axis its per-channel epilogue vectors index
                                           # (FullyConnected: -1, columns; Convolution: 1): BatchNorm folds there
     grad: Callable | None = None          # (attrs, g: GradCtx) -> {input name: gradient Ref}; see autodiff.py
+    paths: Callable | None = None         # (attrs, in_types, const) -> (candidate kernels, heuristic's): tuning
     train_op: Callable[[Any], str | None] | None = None   # the op this node becomes in a training graph
     mutates: Callable[[Any], tuple[str, ...]] = _no_aux   # inputs written in place (FMutateInputs)
     random: bool = False                  # draws from the context's counter RNG (ctx->rng_seed, rng_step)

@@ -22,10 +22,15 @@ An ANCHOR: the GEMM epilogue adds the bias per output channel (a row of the GEMM
   im2col     otherwise, block by block of output pixels: im2col of a block of data[n]'s columns into the
              workspace (C*K, NB), then one GEMM per group writing that block's NB output columns in place
              (ldc = OHW); the workspace is one block (col_block), not the whole image's columns
+
+path() is the heuristics above (thresholds measured on one CPU); candidates() lists every path that can compute a
+layer. A tuned build (mxcc.compile(tune=True), compiler/tune.py) times the candidates on the host and fixes the
+fastest in the layer's attrs (chosen_path, via CompileOptions.conv_paths and passes/choose_paths.py), which
+path() then returns, so that workspace sizing and lowering agree.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from math import prod
 from typing import Literal, Optional
 
@@ -102,8 +107,13 @@ class ConvAttrs:
     num_group: int = 1
     no_bias: bool = False
     layout: Optional[Literal[LAYOUTS]] = None
+    # The path a tuned build (compiler/tune.py) or CompileOptions.conv_paths fixed for this layer, set by
+    # passes/choose_paths.py after checking it against candidates(); "" = path()'s heuristics. Not an MXNet
+    # attribute: a symbol file cannot set it (INTERNAL).
+    chosen_path: str = ""
 
     IGNORED = ("workspace", "cudnn_tune", "cudnn_off")   # GPU/cuDNN tuning: no effect on the result
+    INTERNAL = ("chosen_path",)
 
     def __post_init__(self):
         nsp = len(self.kernel)
@@ -172,10 +182,41 @@ def _plain_1x1(k, s, p) -> bool:
     return all(v == 1 for v in k) and all(v == 1 for v in s) and not any(p)
 
 
+def candidates(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """Every path that can compute this layer, in a fixed order (path() picks one of them by its heuristics;
+    compiler/tune.py times them all where there are several). Only a weight fixed at bind time (`const`, an
+    inference forward) gives a choice: the prepacked paths need it.
+
+      depthwise (groups == C_in == C_out, 1-D/2-D)         depthwise
+      one group, constant weight, 3x3 stride 1 dilation 1  winograd, packed, direct (C_in <= DIRECT_MAX_C)
+      one group, constant weight, 1x1 stride 1 pad 0       pointwise, packed, gemm
+      one group, constant weight, otherwise                packed, direct (1-D/2-D, C_in <= DIRECT_MAX_C)
+      anything else (groups, a weight the forward computes) gemm (1x1 stride 1 pad 0) or im2col
+
+    Winograd and pointwise are legal on any image size (the kernels crop their tiles); the heuristic takes them
+    only where they were measured to win (WINOGRAD_MIN_PIXELS, POINTWISE_MIN_PIXELS)."""
+    k, s, p, d = a.geometry()
+    plain = _plain_1x1(k, s, p)
+    if a.num_group == x[1] == a.num_filter and a.nsp <= 2:
+        return ("depthwise",)
+    if a.num_group != 1 or "weight" not in const:
+        return ("gemm",) if plain else ("im2col",)
+    if plain:
+        return ("pointwise", "packed", "gemm")
+    direct = ("direct",) if a.nsp <= 2 and x[1] <= DIRECT_MAX_C else ()
+    if tuple(k) == (3, 3) and tuple(s) == (1, 1) and tuple(d) == (1, 1):
+        return ("winograd", "packed") + direct
+    return ("packed",) + direct
+
+
 def path(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> str:
     """Which kernel computes this layer: 'depthwise', 'direct', 'winograd', 'pointwise', 'packed', 'gemm' (1x1)
     or 'im2col'. `const`: the inputs fixed at bind time (an inference forward's params): a constant weight can
-    be packed once."""
+    be packed once. A layer whose path was chosen for it (a.chosen_path: a tuned build, checked against
+    candidates() by passes/choose_paths.py) takes that one; the others follow the heuristics below, which
+    always pick one of candidates()."""
+    if a.chosen_path:
+        return a.chosen_path
     k, s, p, _ = a.geometry()
     if a.num_group == x[1] == a.num_filter and a.nsp <= 2:
         return "depthwise"
@@ -277,16 +318,22 @@ def _lower_pointwise(a: ConvAttrs, ctx, x, o: int, ohw: int):
 
 
 def _grad(a: ConvAttrs, g):
-    attrs = {f.name: getattr(a, f.name) for f in fields(ConvAttrs)}
+    attrs = {f.name: getattr(a, f.name) for f in fields(ConvAttrs) if f.name not in ConvAttrs.INTERNAL}
     outs = g.emit("_backward_Convolution", [g.ograd(), g.input("data"), g.input("weight")],
                   data_grad=g.needs("data"), **attrs)
     names = _bwd_outputs(ConvBackwardAttrs(**attrs, data_grad=g.needs("data")))
     return {n[:-len("_grad")]: r for n, r in zip(names, outs)}
 
 
+def _paths(a: ConvAttrs, ins, const=frozenset()) -> tuple[tuple[str, ...], str]:
+    """OpDef.paths: the candidates of the layer and the heuristics' choice (whatever a.chosen_path says)."""
+    x = ins[0].shape
+    return candidates(a, x, const), path(replace(a, chosen_path=""), x, const)
+
+
 CONVOLUTION = register(OpDef(
     name="Convolution", attrs=ConvAttrs, inputs=_inputs, infer=_infer, fusion=Fusion.ANCHOR, epilogue_axis=1,
-    flops=_flops, lower=_lower, workspace=_workspace, grad=_grad, doc=__doc__))
+    flops=_flops, lower=_lower, workspace=_workspace, paths=_paths, grad=_grad, doc=__doc__))
 
 
 # -- backward: one kernel per layer computing (data_grad), weight_grad, (bias_grad) -----------------------

@@ -10,6 +10,7 @@ import time
 from mxcc.graph.ir import Graph
 from mxcc.options import CompileOptions
 from mxcc.passes.autodiff import autodiff
+from mxcc.passes.choose_paths import choose_paths
 from mxcc.passes.copy_heads import copy_repeated_heads
 from mxcc.passes.dce import dce
 from mxcc.passes.fold_constants import fold_constants
@@ -31,6 +32,8 @@ PIPELINE_INFER = (
     ("fuse", lambda g, o: fuse(g, enabled=o.fuse), lambda o: True),   # fuse=False still makes 1-node groups
     # a training graph's phases are called separately: their order stays autodiff's
     ("schedule", lambda g, o: schedule(g), lambda o: o.schedule and not o.train),
+    # a tuned build's (or the user's) kernel per convolution: after folding, which decides what can be packed
+    ("choose_paths", lambda g, o: choose_paths(g, dict(o.conv_paths)), lambda o: bool(o.conv_paths) and not o.train),
 )
 
 
@@ -79,5 +82,5 @@ def run_pipeline(graph: Graph, shapes: dict, opts: CompileOptions, log=None, *, 
     return plan
 
 
-__all__ = ["PIPELINE_INFER", "autodiff", "bind", "copy_repeated_heads", "trainable", "dce", "fold_constants", "fuse", "schedule", "infer_shapes",
+__all__ = ["PIPELINE_INFER", "autodiff", "choose_paths", "bind", "copy_repeated_heads", "trainable", "dce", "fold_constants", "fuse", "schedule", "infer_shapes",
            "mode_dependent", "plan_memory", "remove_dropout", "run_pipeline", "train_mode"]
