@@ -85,7 +85,8 @@ def _build(isa: str = "native"):
     conv_h = (RUNTIME / "conv" / "mxcc_conv.h").read_text()
     types = re.findall(r"typedef (?:enum|struct) \w+ \{.*?\} \w+;", gemm_h, re.S)
     geom = re.search(r"typedef struct mxcc_conv_geom \{.*?\} mxcc_conv_geom;", conv_h, re.S).group(0)
-    sources = [*sorted((RUNTIME / "conv").glob("*.c")), *sorted((RUNTIME / "gemm").glob("*.c"))]
+    sources = [*sorted((RUNTIME / "conv").glob("*.c")), *sorted((RUNTIME / "gemm").glob("*.c")),
+               RUNTIME / "pool" / "pool.c"]   # the kernels' parallel work runs through mxcc_parallel_chunks
     digest = hashlib.sha256((isa + os.environ.get("CP_FLAGS", "")).encode())
     for p in [*sources, *sorted(RUNTIME.glob("*/*.h")), *sorted(RUNTIME.glob("*.h"))]:
         digest.update(p.read_bytes())

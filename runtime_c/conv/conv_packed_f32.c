@@ -16,9 +16,14 @@
  * so stage 4's 9.4 MB weight streams from memory once per block, not per pixel panel) -> pixel panel ->
  * micro-kernel over the whole K into an (MR, NR) tile; then the block's tiles get the epilogue and are
  * stored transposed into y (N, O, P) (AVX-512: a 16 x 16 register transpose per half tile).
- * Slicing K (CONV_PACKED_KC, BLIS's kc, the weight slice in L1) was measured and is off: 1 thread,
- * GFLOP/s whole-K / KC 256 / KC 512: 3x3 64@56 122 / 120 / 119, 256@14 155 / 150 / 152, 512@7 131 / 127 /
- * 129, 1x1 512@14 159 / 126 / 157 (benchmarks/conv_packed.py shapes, CP_FLAGS=-DCONV_PACKED_KC=...).
+ * Slicing K (CONV_PACKED_KC, BLIS's kc, the weight slice in L1) costs a little with the weight in cache: 1
+ * thread, GFLOP/s whole-K / KC 256 / KC 512: 3x3 64@56 122 / 120 / 119, 256@14 155 / 150 / 152, 512@7 131 /
+ * 127 / 129, 1x1 512@14 159 / 126 / 157 (benchmarks/conv_packed.py shapes, CP_FLAGS=-DCONV_PACKED_KC=...).
+ * In a network the weight is cold, and a weight panel over the whole K (stage 4: 4608 x 32 floats, 590 KB)
+ * streams from memory during the first pixel panel's pass alone: K sliced, every pass shares the stream.
+ * So K is sliced only for panels past CONV_PACKED_SLICE_FLOATS: ResNet-18's stage-4 3x3 layers in the
+ * network (1 thread, Intel Xeon model 167, --profile medians) 2.57 -> 2.38 ms at KC 256 (512: the same,
+ * 1024: 2.43); the K <= 2304 layers measured 1-2% slower sliced and stay whole.
  *
  * Threads: one parallel region per call. Pixel panels are split over the threads; when there are fewer
  * than two per thread (stage 4 at batch 1: 4 panels), every thread gathers all of them and the weight
@@ -45,9 +50,13 @@
  * measured the same as 1 MiB. */
 #define CONV_PACKED_BLOCK_BYTES (1024 * 1024)
 
-/* K slice of one micro-kernel call (0: the whole K in one call, accumulators in registers throughout). */
+/* K slice of one micro-kernel call for weight panels of more than CONV_PACKED_SLICE_FLOATS (K x NR) floats;
+ * smaller panels run the whole K in one call, accumulators in registers throughout (0: never slice). */
 #ifndef CONV_PACKED_KC
-#define CONV_PACKED_KC 0
+#define CONV_PACKED_KC 256
+#endif
+#ifndef CONV_PACKED_SLICE_FLOATS
+#define CONV_PACKED_SLICE_FLOATS (96L * 1024)
 #endif
 
 static inline long kdim(const mxcc_conv_geom *g)
@@ -350,7 +359,7 @@ static void run_range(const mxcc_conv_geom *g, int O, const float *x, const floa
     float *cb = s + mxcc_round16(bp * MR * K);            /* (bp, MR, NR) the block's C tiles for one q */
     /* K in slices of kc (evened out): the weight panel's slice (kc x NR) stays in L1 while every pixel
      * panel of the block meets it; the slicing depends on K only, so the sums' order does too */
-    const long nk = CONV_PACKED_KC > 0 ? (K + CONV_PACKED_KC - 1) / CONV_PACKED_KC : 1;
+    const long nk = CONV_PACKED_KC > 0 && K * NR > CONV_PACKED_SLICE_FLOATS ? (K + CONV_PACKED_KC - 1) / CONV_PACKED_KC : 1;
     const long kc = (K + nk - 1) / nk;
     for (long b0 = p0; b0 < p1; b0 += bp) {
         const long b1 = b0 + bp < p1 ? b0 + bp : p1;

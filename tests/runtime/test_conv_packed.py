@@ -97,6 +97,7 @@ GEOMETRIES = [
     (1, 64, (7, 7), (3, 3), (1, 1), (1, 1), (1, 1), 96),      # K = 576: several NR panels
     (1, 2, (40,), (17,), (2,), (8,), (1,), 5),                # kernel wider than gather's cached ranges
     (1, 2, (15, 16), (12, 12), (1, 1), (2, 2), (1, 1), 3),    # 144 taps: past the per-piece tap table
+    (1, 704, (5, 5), (3, 3), (1, 1), (1, 1), (1, 1), 40),     # K = 6336: K in slices (CONV_PACKED_SLICE_FLOATS)
 ]
 
 
@@ -124,6 +125,7 @@ def test_packed_conv_epilogue(isa, ep, act):
     (1, 16, (7, 7), (3, 3), (1, 1), (1, 1), (1, 1), 128),    # 4 panels: split by weight panels
     (3, 4, (9, 9), (3, 3), (2, 2), (1, 1), (1, 1), 50),
     (1, 16, (14, 14), (3, 3), (2, 2), (1, 1), (1, 1), 256),   # few pixel panels and 8-16 weight panels: a grid
+    (1, 704, (5, 5), (3, 3), (1, 1), (1, 1), (1, 1), 40),     # K sliced: the same slices on any thread count
 ], ids=_id)
 def test_packed_conv_threads_give_identical_bits(isa, geo):
     ffi, lib = isa
