@@ -4,9 +4,10 @@
  * b[0..1] = row p of the packed B micro-panel, one broadcast of A[i, p] at a time. Per k step: 2 vector
  * loads + 14 broadcast loads (load ports, no shuffle port) feed 28 FMAs, so the two 512-bit FMA ports are
  * the bottleneck. The tile and the alternatives measured are in gemm_config.h.
- * Edge tiles: rows past m are computed (the packed A rows are zero) but never stored; columns past n are
- * masked off (_mm512_mask_storeu_ps), so C is never touched outside the m x n corner. A tile with n <= 16
- * computes only its left 16 columns (half the FMAs). beta == 0 stores without loading C.
+ * Edge tiles: rows past m are computed (the packed A rows are zero) but never stored, up to 7 rows for
+ * m <= 7 and 14 otherwise; columns past n are masked off (_mm512_mask_storeu_ps), so C is never touched
+ * outside the m x n corner. A tile with n <= 16 computes only its left 16 columns (half the FMAs). beta == 0
+ * stores without loading C.
  * Contract: gemm_internal.h; layouts: runtime_c/README.md. Compiled to nothing without AVX-512F
  * (gemm_f32.c then selects the AVX2 or the reference kernel, with their own panel geometry).
  */
@@ -23,18 +24,21 @@ _Static_assert(MR == 14 && NR == 32, "the AVX-512 kernel reads 14 x 32 panels (g
  * late unroller, acc stays an array on the stack, zeroed there and stored and reloaded around the k loop. */
 #define UNROLLED _Pragma("GCC unroll 16")
 
-/* The tile over k. WIDE == 0: only vector 0 of each row (a tile with n <= 16). m rows are stored (the rest
- * of the accumulators are discarded), each with `mask` on its last vector: all ones for a full tile.
- * WIDE and FULL are constants at every call site (always_inline), so each variant is straight-line code
- * and the accumulator array lives in registers. */
-static inline __attribute__((always_inline)) void tile_14x32(const int WIDE, const int FULL, int k,
+/* The tile over k. WIDE == 0: only vector 0 of each row (a tile with n <= 16). R: the rows computed, MR or
+ * HALF for a tile of m <= HALF rows (half the FMAs: ResNet's 7x7 layers are 49 = 3 x 14 + 7 pixel rows).
+ * m rows are stored (the rest of the accumulators are discarded), each with `mask` on its last vector: all
+ * ones for a full tile. R, WIDE and FULL are constants at every call site (always_inline), so each variant
+ * is straight-line code and the accumulator array lives in registers. Each stored element is the same
+ * sequence of FMAs in every variant. */
+#define HALF (MR / 2)
+static inline __attribute__((always_inline)) void tile_14x32(const int R, const int WIDE, const int FULL, int k,
                                                               const float *restrict ap,
                                                               const float *restrict bp, float *restrict c,
                                                               long ldc, int m, __mmask16 mask, int beta)
 {
     const int nv = WIDE ? NV : 1;
     /* the tile is written at the end; touching its rows now hides the miss behind the k loop */
-    for (int i = 0; i < MR; i++) {
+    for (int i = 0; i < R; i++) {
         if (FULL || i < m) {
             _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
             if (WIDE) {
@@ -42,8 +46,8 @@ static inline __attribute__((always_inline)) void tile_14x32(const int WIDE, con
             }
         }
     }
-    __m512 acc[MR][NV];  /* (MR, NR) as MR rows of NV vectors */
-    UNROLLED for (int i = 0; i < MR; i++) {
+    __m512 acc[MR][NV];  /* (MR, NR) as MR rows of NV vectors, R of them used */
+    UNROLLED for (int i = 0; i < R; i++) {
         UNROLLED for (int v = 0; v < nv; v++) {
             acc[i][v] = _mm512_setzero_ps();
         }
@@ -56,7 +60,7 @@ static inline __attribute__((always_inline)) void tile_14x32(const int WIDE, con
         UNROLLED for (int v = 0; v < nv; v++) {
             b[v] = _mm512_loadu_ps(bp + 16 * v);  /* B[p, 16v : 16v+16] */
         }
-        UNROLLED for (int i = 0; i < MR; i++) {
+        UNROLLED for (int i = 0; i < R; i++) {
             const __m512 a = _mm512_set1_ps(ap[i]);  /* A[i, p] */
             UNROLLED for (int v = 0; v < nv; v++) {
                 acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
@@ -66,7 +70,7 @@ static inline __attribute__((always_inline)) void tile_14x32(const int WIDE, con
         bp += NR;
     }
     /* write back m rows; the last vector of each row is masked to the valid columns */
-    UNROLLED for (int i = 0; i < MR; i++) {
+    UNROLLED for (int i = 0; i < R; i++) {
         if (!FULL && i >= m) {
             continue;   /* not break: a loop with one exit is unrolled, and acc indexed by constants only */
         }
@@ -86,11 +90,14 @@ void mxcc_ukernel_f32_14x32_avx512f(int k, const float *ap, const float *bp, flo
                                     int m, int n, int beta)
 {
     if (m == MR && n == NR) {
-        tile_14x32(1, 1, k, ap, bp, c, ldc, MR, 0xFFFF, beta);
+        tile_14x32(MR, 1, 1, k, ap, bp, c, ldc, MR, 0xFFFF, beta);
+    } else if (m <= HALF) {
+        if (n > 16) tile_14x32(HALF, 1, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << (n - 16)) - 1), beta);
+        else tile_14x32(HALF, 0, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << n) - 1), beta);
     } else if (n > 16) {
-        tile_14x32(1, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << (n - 16)) - 1), beta);
+        tile_14x32(MR, 1, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << (n - 16)) - 1), beta);
     } else {
-        tile_14x32(0, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << n) - 1), beta);
+        tile_14x32(MR, 0, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << n) - 1), beta);
     }
 }
 
