@@ -78,12 +78,14 @@ class Split:
     calls: int = 1               # runtime calls per kernel call (e.g. one per image)
     best: float | None = None    # the ideal when atoms differ in cost (best_partition), else None: by count
     jobs_per_call: int = 1       # parallel jobs of one runtime call (Winograd's shared transforms: 2)
+    work: float | None = None    # one thread's work when a split adds to it (pointwise: reads of pixels and
+                                 # weights that several threads repeat): efficiency = work / threads / max load
 
     @property
     def efficiency(self) -> float | None:
         if not self.loads or max(self.loads) <= 0:
             return None
-        return sum(self.loads) / len(self.loads) / max(self.loads)
+        return (self.work if self.work is not None else sum(self.loads)) / len(self.loads) / max(self.loads)
 
     @property
     def ideal(self) -> float:
@@ -285,21 +287,37 @@ def conv1x1_split(batch: int, C: int, P: int, O: int, T: int, isa: Isa, parallel
     tail = _pw_panel_cost(P - (panels - 1) * nr, isa)
     if nt == 1:
         return _serial("conv1x1", atoms, float(_pw_units_cost(0, units, panels, tail) * nb))
-    by_pixel = [_pw_units_cost(b, e, panels, tail) * nb for b, e in _ranges(units, nt)]
-    by_weight = [_pw_units_cost(0, units, panels, tail) * (e - b) for b, e in _ranges(nb, nt)]
-    total = _pw_units_cost(0, units, panels, tail)
-    pixels, weights = max(by_pixel), total * _cdiv(nb, nt)
+    total, share = _pw_units_cost(0, units, panels, tail), _cdiv(nb, nt)
+    by_pixel = [_pw_units_cost(b, e, panels, tail) * nb + (e - b) * _READ_UNIT + nb * _READ_PANEL
+                for b, e in _ranges(units, nt)]
+    by_weight = [total * (e - b) + (units * _READ_UNIT + (e - b) * _READ_PANEL if e > b else 0)
+                 for b, e in _ranges(nb, nt)]
+    busiest = max(_pw_units_cost(b, e, panels, tail) for b, e in _ranges(units, nt))
+    pixels = busiest * nb + _cdiv(units, nt) * _READ_UNIT + nb * _READ_PANEL
+    weights = total * share + units * _READ_UNIT + share * _READ_PANEL
     plain = min(pixels, weights)
-    grid, at = _pw_grid_split(units, nb, panels, tail, nt) if 100 * total * nb < 97 * plain * nt else (plain, None)
+    cap, grid_at = _pw_grid_split(units, nb, panels, tail, nt)
+    grid_loads = [sum(tail if a // nb % panels == panels - 1 else 24 for a in range(grid_at[p], grid_at[p + 1]))
+                  + len({a // nb for a in range(grid_at[p], grid_at[p + 1])}) * _READ_UNIT
+                  + len({a % nb for a in range(grid_at[p], grid_at[p + 1])}) * _READ_PANEL for p in range(nt)]
+    grid, at = ((cap + min(_cdiv(units * nb, nt), nb) * _READ_PANEL, grid_at)
+                if 100 * (total * nb + units * _READ_UNIT) < 97 * plain * nt else (plain, None))
     if 100 * grid < 97 * plain:   # the grid only when 3% better: it streams every weight panel through each part
-        costs = [tail if a // nb % panels == panels - 1 else 24 for a in range(units * nb)]
-        loads, how = [sum(costs[at[p]:at[p + 1]]) for p in range(nt)], f"{units} pixel x {nb} weight panels in {nt} parts"
+        loads, how = grid_loads, f"{units} pixel x {nb} weight panels in {nt} parts"
     elif pixels <= weights:
         loads, how = by_pixel, f"pixel panels in {nt} parts"
     else:
         loads, how = by_weight, f"weight panels in {nt} parts"
-    costs = [tail if u % panels == panels - 1 else 24 for u in range(units) for _ in range(nb)]
-    return Split("conv1x1", nt, nt, atoms, tuple(float(x) for x in loads), how, best=best_partition(costs, nt))
+    # efficiency: one thread's time (tiles and one read of everything) over T, against the busiest thread's (a
+    # split that balances the tiles may have threads read the same panels, which is what the C weighs too); the
+    # ideal: the best of the kernel's three splits so weighed
+    work = float(total * nb + units * _READ_UNIT + nb * _READ_PANEL)
+    best = work / nt / min(max(x) for x in (by_pixel, by_weight, grid_loads))
+    return Split("conv1x1", nt, nt, atoms, tuple(float(x) for x in loads), how,
+                 best=max(best, work / nt / max(loads)), work=work)
+
+
+_READ_UNIT, _READ_PANEL = 8, 24   # conv1x1_f32.c READ_UNIT, READ_PANEL: a part's reads of a pixel unit, a weight panel
 
 
 def _pw_grid_fill(units: int, nb: int, panels: int, tail: int, cap: int, parts: int) -> list | None:
@@ -307,6 +325,7 @@ def _pw_grid_fill(units: int, nb: int, panels: int, tail: int, cap: int, parts: 
     at, p, load, a = [0] * (parts + 1), 0, 0, 0
     for u in range(units):
         c = tail if u % panels == panels - 1 else 24
+        load += _READ_UNIT
         left = nb
         while left > 0:
             fit = (cap - load) // c
@@ -314,7 +333,8 @@ def _pw_grid_fill(units: int, nb: int, panels: int, tail: int, cap: int, parts: 
                 p += 1
                 if p >= parts:
                     return None
-                at[p], load, fit = a, 0, cap // c
+                at[p], load = a, _READ_UNIT
+                fit = (cap - load) // c
             take = min(fit, left)
             load, left, a = load + take * c, left - take, a + take
     for q in range(p + 1, parts + 1):
@@ -324,9 +344,9 @@ def _pw_grid_fill(units: int, nb: int, panels: int, tail: int, cap: int, parts: 
 
 def _pw_grid_split(units: int, nb: int, panels: int, tail: int, parts: int) -> tuple[int, list]:
     """conv1x1_f32.c grid_split: the least capacity that fits in `parts` parts, and their first tiles."""
-    total = _pw_units_cost(0, units, panels, tail) * nb
-    lo = max(_cdiv(total, parts), 24)
-    hi = max(total, lo)
+    total = _pw_units_cost(0, units, panels, tail) * nb + units * _READ_UNIT
+    lo = max(_cdiv(total, parts), 24 + _READ_UNIT)
+    hi = max(total + parts * _READ_UNIT, lo)
     while lo < hi:
         mid = lo + (hi - lo) // 2
         if _pw_grid_fill(units, nb, panels, tail, mid, parts) is not None:

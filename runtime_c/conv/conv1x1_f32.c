@@ -594,6 +594,16 @@ static long units_cost(long u0, long u1, long panels, long tail)
  * fit) and returns how many parts that takes, writing their first tiles to at[0..parts] when it fits in
  * `parts`; grid_split bisects on cap (whole cost units) for the least that fits. O(units) per try: each
  * unit's tiles cost the same (24, or the short last panel's `tail`). */
+/* What a part pays to read a pixel unit's input (C x NR floats, warm from the layer before) and a weight panel
+ * (C x MR floats, cold: a network's weights are read once per forward), in panel_cost's units (a full tile's
+ * C steps cost 24). A layer with few output channels is bound by reading its input, and a split of its 2
+ * weight panels had each thread read all of it (SqueezeNet's 64 -> 16 squeeze at 55x55 on 2 threads: 120 us
+ * split by weights, 38 us by pixels, 59 us on one thread); a layer with many is bound by its weights, which
+ * a pixel split has every thread read (MobileNet's 512 -> 512 at 14x14 on 2 threads: 6% of the network
+ * slower by pixels). */
+#define READ_UNIT 8
+#define READ_PANEL 24
+
 static int grid_fill(long units, int nb, long panels, long tail, long cap, int parts, long *at)
 {
     int p = 0;
@@ -601,13 +611,14 @@ static int grid_fill(long units, int nb, long panels, long tail, long cap, int p
     at[0] = 0;
     for (long u = 0; u < units; u++) {
         const long c = u % panels == panels - 1 ? tail : 24;
+        load += READ_UNIT;   /* this part starts on the unit */
         for (long left = nb; left > 0;) {
             long fit = (cap - load) / c;
             if (fit <= 0) {
                 if (++p >= parts) return parts + 1;
                 at[p] = a;
-                load = 0;
-                fit = cap / c;
+                load = READ_UNIT;
+                fit = (cap - load) / c;
             }
             const long take = fit < left ? fit : left;
             load += take * c;
@@ -621,9 +632,9 @@ static int grid_fill(long units, int nb, long panels, long tail, long cap, int p
 
 static long grid_split(long units, int nb, long panels, long tail, int parts, long *at)
 {
-    const long total = units_cost(0, units, panels, tail) * nb;
-    long lo = (total + parts - 1) / parts, hi = total;
-    if (lo < 24) lo = 24;   /* a part holds at least one tile */
+    const long total = units_cost(0, units, panels, tail) * nb + units * READ_UNIT;
+    long lo = (total + parts - 1) / parts, hi = total + (long)parts * READ_UNIT;
+    if (lo < 24 + READ_UNIT) lo = 24 + READ_UNIT;   /* a part holds at least one tile */
     if (hi < lo) hi = lo;
     while (lo < hi) {
         const long mid = lo + (hi - lo) / 2;
@@ -675,8 +686,8 @@ void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const floa
         run_range(&pb, scratch, 0, units, 0, nb);
         return;
     }
-    /* the split whose busiest thread takes the least time (panel_cost); on a tie pixels (each thread then reads
-     * its own pixels), then weights. The grid only when its busiest thread is 3% faster still: its parts each
+    /* the split whose busiest thread takes the least time (panel_cost, and the reads of its pixel units and
+     * weight panels); on a tie pixels (each thread then reads its own pixels), then weights. The grid only when its busiest thread is 3% faster still: its parts each
      * stream every weight panel (MobileNet's 512 -> 512 @ 14x14 on 2 threads, weights 22 + 21 panels vs the
      * grid's 3.5 pixel panels each: 2.4% slower by the grid, 5.18 vs 5.05 ms for the network).
      * Counting panels alike, the 7x7 images' panels of 32 and 17 pixels went one to each thread and one waited
@@ -690,12 +701,17 @@ void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const floa
         const long c = units_cost(mxcc_split_at(units, nt, t), mxcc_split_at(units, nt, t + 1), panels, tail);
         if (c > busiest) busiest = c;
     }
-    const long total = units_cost(0, units, panels, tail);
-    const long by_pixels = busiest * nb, by_weights = total * ((nb + nt - 1) / nt);
+    const long total = units_cost(0, units, panels, tail), share = (nb + nt - 1) / nt;
+    const long by_pixels = busiest * nb + (units + nt - 1) / nt * READ_UNIT + nb * READ_PANEL;
+    const long by_weights = total * share + units * READ_UNIT + share * READ_PANEL;
     const long plain = by_pixels < by_weights ? by_pixels : by_weights;
     long at[nt + 1];
     /* the grid is weighed only when the plain splits lose 3% or more */
-    const long grid = 100 * total * nb < 97 * plain * nt ? grid_split(units, nb, panels, tail, nt, at) : plain;
+    /* a grid part reads about as many weight panels as it has tiles (at most all): they stream from memory for
+     * it as for a part of a weight split, the parts of other units reading them at the same time */
+    const long tiles_per_part = (units * nb + nt - 1) / nt, grid_panels = tiles_per_part < nb ? tiles_per_part : nb;
+    const long grid = 100 * (total * nb + units * READ_UNIT) < 97 * plain * nt
+                    ? grid_split(units, nb, panels, tail, nt, at) + grid_panels * READ_PANEL : plain;
     const int how = 100 * grid < 97 * plain ? BY_GRID : by_pixels <= by_weights ? BY_PIXELS : BY_WEIGHTS;
     split_job job = {&pb, scratch, per_thread, units, at, nb, nt, how};
     mxcc_parallel_chunks(nt, nt, run_part, &job);   /* a part per thread; a late thread's part is the caller's */
