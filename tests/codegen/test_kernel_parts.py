@@ -67,19 +67,22 @@ def _cases(rng):
         ("loops", sym.broadcast_add(data, sym.var("bias", shape=(32, 1, 1))), {"data": x4}, {"bias": bn["beta"][:, None, None].copy()},
          lambda: x4 + bn["beta"][:, None, None]),
         ("reduce", sym.sum(data, axis=(1, 3)), {"data": x4}, {}, lambda: x4.astype(np.float64).sum(axis=(1, 3))),
+        ("copy_rows", sym.Concat(data, sym.relu(data), num_args=2, dim=1), {"data": x4}, {},
+         lambda: np.concatenate([x4, np.maximum(x4, 0)], axis=1)),
         ("resize_adaptive_pool", sym._contrib_AdaptiveAvgPooling2D(data, output_size=(7, 7)),
          {"data": x4[:, :, :56, :56].copy()}, {},
          lambda: x4[:, :, :56, :56].astype(np.float64).reshape(2, 32, 7, 8, 7, 8).mean(axis=(3, 5))),
     ]
 
 
-@pytest.mark.parametrize("i", range(13))
+@pytest.mark.parametrize("i", range(14))
 def test_kernel_in_parts_matches_numpy(i, tmp_path):
     name, net, inputs, params, ref = _cases(np.random.default_rng(i))[i]
     m = mxcc.compile(net, {k: v.shape for k, v in inputs.items()}, params or None, out_dir=tmp_path / name,
                      name="net", threads=2)
     c = (tmp_path / name / "net.c").read_text()
     assert "_part(mxcc_ctx *ctx, long part, long parts)" in c, f"{name}: not run in parts"
+    assert name != "copy_rows" or "concat0_part(mxcc_ctx" in c, "the concatenation not run in parts"
     assert "mxcc_pool_select(1)" in c and "#pragma omp parallel" not in c
     got = m.forward(**inputs)[0]
     assert got.shape == ref().shape and rel_err(got, ref()) <= 1e-5, name
