@@ -76,7 +76,8 @@ class Split:
                                  # when not modelled)
     how: str = ""                # the split chosen, in words
     calls: int = 1               # runtime calls per kernel call (e.g. one per image)
-    best: float | None = None    # the ideal when atoms differ in cost (best_partition), else None: by count
+    best: float | None = None    # the ideal when atoms differ in cost (the best of the kernel's splits as
+                                 # weighed here: pointwise, Winograd), else None: by count
     jobs_per_call: int = 1       # parallel jobs of one runtime call (Winograd's shared transforms: 2)
     work: float | None = None    # one thread's work when a split adds to it (pointwise: reads of pixels and
                                  # weights that several threads repeat): efficiency = work / threads / max load
@@ -110,30 +111,6 @@ def _split_at(n: int, parts: int, part: int) -> int:
 
 def _ranges(n: int, parts: int) -> list[tuple[int, int]]:
     return [(_split_at(n, parts, p), _split_at(n, parts, p + 1)) for p in range(parts)]
-
-
-def best_partition(costs: list, parts: int) -> float:
-    """The efficiency of the best split of atoms of these costs, in order, into `parts` contiguous ranges (the
-    least feasible busiest part, by bisection on it: a part takes atoms while they fit)."""
-    total = sum(costs)
-    if parts <= 1 or total <= 0:
-        return 1.0
-
-    def fits(cap: float) -> bool:
-        n, load = 1, 0.0
-        for c in costs:
-            if load + c > cap:
-                n, load = n + 1, 0.0
-                if n > parts:
-                    return False
-            load += c
-        return True
-
-    lo, hi = max(max(costs), total / parts), float(total)
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
-    return total / parts / hi
 
 
 def threads_for(flops: float, max_threads: int) -> int:

@@ -119,13 +119,6 @@ def test_grid_split_of_small_planes():
     assert splits.conv1x1_split(1, 64, 55 * 55, 16, 2, isa).how == "pixel panels in 2 parts"
 
 
-def test_best_partition():
-    assert splits.best_partition([1, 1, 1, 1], 2) == pytest.approx(1.0)
-    assert splits.best_partition([3, 1, 1, 1], 2) == pytest.approx(1.0)     # [3] [1 1 1]
-    assert splits.best_partition([24, 4] * 2, 4) == pytest.approx(14 / 24, rel=1e-6)
-    assert splits.best_partition([5], 3) == pytest.approx(5 / 3 / 5, rel=1e-6)
-
-
 def test_inspect_threads(tmp_path):
     js = "tests/data/models/mlp/mlp-symbol.json"
     out = subprocess.run([sys.executable, "-m", "mxcc", "inspect", js, "--shape", "X=256,784", "--threads", "2,16",
