@@ -13,8 +13,7 @@ from dataclasses import dataclass
 import jinja2
 
 from mxcc._version import __version__
-from mxcc.codegen.batchvar import Extent, at_max, c_and, c_text, is_cond, uses_batch
-from mxcc.ops._util import PARALLEL_MIN_ELEMENTS
+from mxcc.codegen.batchvar import Extent, c_and, c_text, is_cond, uses_batch
 from mxcc.codegen.cnames import c_string, unique_idents
 from mxcc.codegen.lower import KernelCall, derived_bytes
 from mxcc.plan import Plan
@@ -74,10 +73,7 @@ SPMD = {
     "kernels/embedding.c.j2": lambda v: True,
     "kernels/loops.c.j2": lambda v: bool(v["loops"]),           # broadcasting, transposes, slices, ...
     "kernels/reduce.c.j2": lambda v: not v["bare_block"],       # sums over axes; bare: one output, no loop
-    # block copies (Concat, split, slice, stack): the copies' floats as one range; past 32K floats (a copy alone
-    # on one core was SqueezeNet's concats' 110-130 us on 2 threads, ORT 61-72)
-    "kernels/copy_rows.c.j2": lambda v: not v["zero"] and at_max(sum(c["rows"] * c["cols"] for c in v["copies"]))
-    >= PARALLEL_MIN_ELEMENTS,
+    "kernels/copy_rows.c.j2": lambda v: True,                   # block copies: their floats as one range
 }
 
 
@@ -106,7 +102,7 @@ def calls_use_pool(calls: list[KernelCall], template_dir: str, folded: list | No
 
 def _spmd(call) -> bool:
     rule = SPMD.get(call.template)
-    parallel = call.vars.get("parallel", True)   # a template without the variable: its rule decides alone
+    parallel = call.vars.get("parallel")
     return rule is not None and (is_cond(parallel) or bool(parallel)) and rule(call.vars)
 
 
@@ -117,7 +113,7 @@ def _render_kernel(env, call: KernelCall, linkage: str = "static MXCC_NOINLINE")
         raise KeyError(f"template {call.template}: missing {sorted(want - got)}, unexpected {sorted(got - want)}")
     spmd = _spmd(call)
     text = env.get_template(call.template).render(call=call, v=call.vars, linkage=linkage, spmd=spmd,
-                                                  parts=c_and(call.vars.get("parallel", True), "1") if spmd else "")
+                                                  parts=c_and(call.vars.get("parallel"), "1") if spmd else "")
     if uses_batch(text):        # a dynamic batch: the kernel's extents are C expressions of the call's N
         decl = "    const long N = ctx->batch;   /* this call's batch, 1..max */\n"
         heads = [f"void {call.fn}(mxcc_ctx *ctx)\n{{\n"]

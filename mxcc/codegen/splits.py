@@ -605,7 +605,7 @@ def call_split(call, T: int, isa: Isa | str) -> Split:
         return rows_split("softmax_rows", rows, T, 20.0 * rows * n if _flag(v["parallel"]) else 0.0, "rows")
     if _spmd(call):
         if t == "kernels/copy_rows.c.j2":
-            return rows_split("parts", sum(_int(c["rows"]) * _int(c["cols"]) for c in v["copies"]), T, None, "floats")
+            return rows_split("parts", _int(v["total"]), T, None, "floats")
         if t in ("kernels/loops.c.j2", "kernels/reduce.c.j2"):
             outer = v["loops"][:v["collapse"]] if t == "kernels/loops.c.j2" else v["outer"]
             n = math.prod(_int(loop["n"]) for loop in outer)

@@ -421,8 +421,7 @@ def _flat_lower(a: NpConcatAttrs, ctx):
         copies.append(dict(dst="out", dst_off=off, dst_ld=n, src=name, src_off=0, src_ld=n, rows=1, cols=n,
                            note=f"{name} (flattened) -> out[{off}:{off + n}]"))
         off += n
-    return "kernels/copy_rows.c.j2", dict(
-        what=f"concatenate {a.num_args} flattened inputs into out[{off}]", copies=copies, zero=0)
+    return concat.copy_rows(f"concatenate {a.num_args} flattened inputs into out[{off}]", copies)
 
 
 def _flat_grad(a: NpConcatAttrs, g):

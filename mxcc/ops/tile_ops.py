@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Optional
 
-from mxcc.ops import register
+from mxcc.ops import concat, register
 from mxcc.ops._util import broadcast_strides, elementwise_loop, norm_axis, strides
 from mxcc.ops.base import Fusion, OpDef, check_arity
 
@@ -249,7 +249,7 @@ def _stack_lower(a: StackAttrs, ctx):
                    rows=outer, cols=inner, note=f"{name} -> out[..., {i}, ...]")
               for i, name in enumerate(_stack_inputs(a))]
     what = f"stack {a.num_args} inputs{list(x)} along a new axis {ax}: out{list(out)}"
-    return "kernels/copy_rows.c.j2", dict(what=what, copies=copies, zero=0)
+    return concat.copy_rows(what, copies)
 
 
 def _stack_grad(a: StackAttrs, g):

@@ -24,11 +24,11 @@
  * prefetch the next weight panel, during a block's first weight panel its next pixel panel, and during its
  * last weight panel the next block's pixels.
  *
- * Threads: one parallel region per call. Work = (pixel panels of all images) x (weight panels). It is split
- * by pixel panels, or, when that balances worse (7x7 and 14x14 images: 2 and 7 panels), by weight panels
- * (every thread then copies the image's last panel, C x NR floats). Each
- * output element is one tile over the whole C whatever the split: the result does not depend on the thread
- * count (bit for bit).
+ * Threads: one job per call (mxcc_parallel_chunks), a part per thread. Work = (pixel panels of all images) x
+ * (weight panels). It is split by pixel panels, by weight panels (7x7 and 14x14 images: 2 and 7 panels;
+ * every thread then copies the image's last panel, C x NR floats), or as contiguous ranges of the grid of
+ * both, whichever has the least busiest part counting its reads (mxcc_conv1x1_f32). Each output element is
+ * one tile over the whole C whatever the split: the result does not depend on the thread count (bit for bit).
  */
 
 #include "mxcc_conv.h"
@@ -589,11 +589,6 @@ static long units_cost(long u0, long u1, long panels, long tail)
     return (u1 - u0 - tails) * 24 + tails * tail;
 }
 
-/* The grid of pixel units x weight panels (unit-major) split into parts of contiguous tiles with the least
- * busiest part: grid_fill packs tiles greedily into parts of capacity cap (each part takes tiles while they
- * fit) and returns how many parts that takes, writing their first tiles to at[0..parts] when it fits in
- * `parts`; grid_split bisects on cap (whole cost units) for the least that fits. O(units) per try: each
- * unit's tiles cost the same (24, or the short last panel's `tail`). */
 /* What a part pays to read a pixel unit's input (C x NR floats, warm from the layer before) and a weight panel
  * (C x MR floats, cold: a network's weights are read once per forward), in panel_cost's units (a full tile's
  * C steps cost 24). A layer with few output channels is bound by reading its input, and a split of its 2
@@ -604,6 +599,11 @@ static long units_cost(long u0, long u1, long panels, long tail)
 #define READ_UNIT 8
 #define READ_PANEL 24
 
+/* The grid of pixel units x weight panels (unit-major) split into parts of contiguous tiles with the least
+ * busiest part: grid_fill packs tiles greedily into parts of capacity cap (each part takes tiles while they
+ * fit) and returns how many parts that takes, writing their first tiles to at[0..parts] when it fits in
+ * `parts`; grid_split bisects on cap (whole cost units) for the least that fits. O(units) per try: each
+ * unit's tiles cost the same (24, or the short last panel's `tail`). */
 static int grid_fill(long units, int nb, long panels, long tail, long cap, int parts, long *at)
 {
     int p = 0;
@@ -659,11 +659,11 @@ static void run_part(void *arg, long part, int worker)
 {
     const split_job *j = arg;
     float *s = j->scratch + worker * j->per_thread;
+    const int t = (int)part;
     if (j->how == BY_PIXELS) {
-        run_range(j->pb, s, mxcc_split_at(j->units, j->parts, (int)part), mxcc_split_at(j->units, j->parts, (int)part + 1),
-                  0, j->nb);
+        run_range(j->pb, s, mxcc_split_at(j->units, j->parts, t), mxcc_split_at(j->units, j->parts, t + 1), 0, j->nb);
     } else if (j->how == BY_WEIGHTS) {
-        const int b0 = (int)mxcc_split_at(j->nb, j->parts, (int)part), b1 = (int)mxcc_split_at(j->nb, j->parts, (int)part + 1);
+        const int b0 = (int)mxcc_split_at(j->nb, j->parts, t), b1 = (int)mxcc_split_at(j->nb, j->parts, t + 1);
         if (b1 > b0) run_range(j->pb, s, 0, j->units, b0, b1);
     } else {
         mxcc_rect r[3];
@@ -687,9 +687,10 @@ void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const floa
         return;
     }
     /* the split whose busiest thread takes the least time (panel_cost, and the reads of its pixel units and
-     * weight panels); on a tie pixels (each thread then reads its own pixels), then weights. The grid only when its busiest thread is 3% faster still: its parts each
-     * stream every weight panel (MobileNet's 512 -> 512 @ 14x14 on 2 threads, weights 22 + 21 panels vs the
-     * grid's 3.5 pixel panels each: 2.4% slower by the grid, 5.18 vs 5.05 ms for the network).
+     * weight panels); on a tie pixels (each thread then reads its own pixels), then weights. The grid only
+     * when its busiest thread is 3% faster still: its parts each stream every weight panel (MobileNet's
+     * 512 -> 512 @ 14x14 on 2 threads, weights 22 + 21 panels vs the grid's 3.5 pixel panels each: 2.4%
+     * slower by the grid, 5.18 vs 5.05 ms for the network).
      * Counting panels alike, the 7x7 images' panels of 32 and 17 pixels went one to each thread and one waited
      * 17% of 1024->1024@7 on 2 threads (608 -> 522 us split by weights). The grid balances to one tile when
      * units and weight panels are both few for the threads (14x14 on 16 threads), its parts as even in cost as
@@ -706,9 +707,9 @@ void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const floa
     const long by_weights = total * share + units * READ_UNIT + share * READ_PANEL;
     const long plain = by_pixels < by_weights ? by_pixels : by_weights;
     long at[nt + 1];
-    /* the grid is weighed only when the plain splits lose 3% or more */
-    /* a grid part reads about as many weight panels as it has tiles (at most all): they stream from memory for
-     * it as for a part of a weight split, the parts of other units reading them at the same time */
+    /* the grid is weighed only when the plain splits lose 3% or more; a grid part reads about as many weight
+     * panels as it has tiles (at most all): they stream from memory for it as for a part of a weight split,
+     * the parts of other units reading them at the same time */
     const long tiles_per_part = (units * nb + nt - 1) / nt, grid_panels = tiles_per_part < nb ? tiles_per_part : nb;
     const long grid = 100 * (total * nb + units * READ_UNIT) < 97 * plain * nt
                     ? grid_split(units, nb, panels, tail, nt, at) + grid_panels * READ_PANEL : plain;

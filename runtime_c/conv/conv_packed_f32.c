@@ -25,9 +25,9 @@
  * network (1 thread, Intel Xeon model 167, --profile medians) 2.57 -> 2.38 ms at KC 256 (512: the same,
  * 1024: 2.43); the K <= 2304 layers measured 1-2% slower sliced and stay whole.
  *
- * Threads: one parallel region per call. Pixel panels are split over the threads; when there are fewer
- * than two per thread (stage 4 at batch 1: 4 panels), every thread gathers all of them and the weight
- * panels are split instead. Each output element is one micro-kernel call over the whole K whatever the
+ * Threads: one job per call (mxcc_parallel_chunks), a part per thread: pixel panels, weight panels (stage 4
+ * at batch 1 has 4 pixel panels: every part gathers all of them), or contiguous ranges of the grid of both
+ * (packed_split). Each output element is the same micro-kernel calls over K (sliced by K alone) whatever the
  * split, so the result does not depend on the thread count.
  */
 #include <string.h>
@@ -359,7 +359,8 @@ static void run_range(const mxcc_conv_geom *g, int O, const float *x, const floa
     float *cb = s + mxcc_round16(bp * MR * K);            /* (bp, MR, NR) the block's C tiles for one q */
     /* K in slices of kc (evened out): the weight panel's slice (kc x NR) stays in L1 while every pixel
      * panel of the block meets it; the slicing depends on K only, so the sums' order does too */
-    const long nk = CONV_PACKED_KC > 0 && K * NR > CONV_PACKED_SLICE_FLOATS ? (K + CONV_PACKED_KC - 1) / CONV_PACKED_KC : 1;
+    const long nk = CONV_PACKED_KC > 0 && K * NR > CONV_PACKED_SLICE_FLOATS
+                  ? (K + CONV_PACKED_KC - 1) / CONV_PACKED_KC : 1;
     const long kc = (K + nk - 1) / nk;
     for (long b0 = p0; b0 < p1; b0 += bp) {
         const long b1 = b0 + bp < p1 ? b0 + bp : p1;

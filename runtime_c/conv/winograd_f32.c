@@ -9,19 +9,23 @@
  *   V  [36][tb / MR][C][MR]   a block of tb tiles (consecutive in (n, ty, tx) order), all 36 positions,
  *                             all channels: the A panels of the 36 GEMMs
  *   M  [36][tb][ob]           their products for a block of ob output channels (row stride ob)
- *   strip [6][ws]             one tile row of one channel after the vertical half of B^T d B
+ *   strip [g][6][ws]          g tile rows of one channel after the vertical half of B^T d B (g = row_group:
+ *                             the whole rows of a small plane one vector pass takes; else 1)
  *   zero  [W]                 a zero image row: rows in the padding read it
  * tb and ob are chosen in plan_of (budgets below): V ~1 MiB and M <= 0.5 MiB for C <= 128, V up to 4 MiB
  * at C = 512 where U's reuse needs at least 56 tiles per block. For each block of tiles: input transform,
  * then per block of output channels: 36 GEMMs, output transform into y, epilogue on the rows just written.
  * A block whose last panel holds <= 7 tiles runs that panel with a smaller AVX-512 kernel (rows_x32).
  * Threads take contiguous runs of (tile block, output-channel part) units; the output channels are split
- * only when tile blocks are fewer than 2 per thread (e.g. 512 x 7 x 7, batch 1: 4 tiles).
+ * only when tile blocks are fewer than 2 per thread (e.g. 512 x 7 x 7, batch 1: 4 tiles), and blocks are made
+ * smaller when they are too few for the threads (choose_units). With channel parts, the blocks' input
+ * transforms run first as a job of their own (a channel slice per part, into the block's scratch slot), so
+ * that no part transforms a block again.
  *
- * Transforms are vectorized across tiles (input: the 16 or 8 tiles of a tile row, after one vertical pass
- * over the strip in plain C that the compiler vectorizes) and across output channels (output: 16 or 8
- * channels, transposed in registers to rows of 4 pixels). AVX-512F, AVX2 + FMA and plain-C paths,
- * chosen at compile time.
+ * Transforms are vectorized across tiles (input: the 16 or 8 tiles of a tile row, or of several whole rows
+ * of a small plane, after one vertical pass over the strip in plain C that the compiler vectorizes) and
+ * across output channels (output: 16 or 8 channels, transposed in registers to rows of 4 pixels). AVX-512F,
+ * AVX2 + FMA and plain-C paths, chosen at compile time.
  */
 #include <string.h>
 

@@ -6,12 +6,13 @@
  *   loop 2  jr  step NR  one B micro-panel         stays in L1 across loop 1
  *   loop 1  ir  step MR  one A micro-panel         -> micro-kernel on one MR x NR tile of C
  *
- * Threads: one `omp parallel` region per call, the team split ic_ways x jr_ways (choose_ways): B
- * micro-panels (loop 2) on 2 threads and whenever M is small, rows of C (loop 3) when the panels run
- * short. Split only by panels, each thread packs just the B panels it multiplies (no barrier); split by
- * rows, the team shares the packed B (each packs a slice, then a barrier; two B buffers alternate so one
- * barrier per pc step suffices). Serial when the problem is small or when called from inside a
- * parallel region. Small M with B transposed (FullyConnected) skips packing: see gemm_small_m.
+ * Threads: one job per call, split ic_ways x jr_ways (choose_ways): B micro-panels (loop 2) on 2 threads and
+ * whenever M is small, rows of C (loop 3) when the panels run short; or, when that grid balances badly, the
+ * MR x NR tiles in row-major ranges (grid_ranges). Split only by panels, each part packs just the B panels
+ * it multiplies (no barrier). On mxcc's pool (and with B prepacked) row groups pack their own B too; as an
+ * OpenMP region a team split by rows shares the packed B (each packs a slice, then a barrier; two B buffers
+ * alternate so one barrier per pc step suffices). Serial when the problem is small or when called from
+ * inside a parallel region or a pool job. Small M with B transposed (FullyConnected) skips packing: see gemm_small_m.
  * The ISA is chosen at compile time in gemm_internal.h (MXCC_UKERNEL_F32 ...): the AVX-512F kernels if the
  * compiler targets AVX-512F, else the AVX2+FMA kernels if it targets those, else the reference kernels.
  * B may also come prepacked (mxcc_gemm_f32_packed_b: weights packed once at bind time): then loop 4 reads
@@ -178,7 +179,8 @@ static int grid_ranges(int M, int N, int nt, int ic_ways, int jr_ways)
     const long um = ceil_div(M, MR), un = ceil_div(N, NR), tiles = um * un;
     if (N > NC || tiles < nt)
         return 0;
-    const double grid = (double)tiles / ((double)ic_ways * ceil_div((int)um, ic_ways) * jr_ways * ceil_div((int)un, jr_ways));
+    const double cells = (double)ic_ways * ceil_div((int)um, ic_ways) * jr_ways * ceil_div((int)un, jr_ways);
+    const double grid = tiles / cells;
     const double ranges = (double)tiles / ((double)nt * ((tiles + nt - 1) / nt));
     return grid < 0.9 && ranges > grid + 0.02;
 }
@@ -321,8 +323,9 @@ static void gemm_small_m(const gemm_problem *g, int nt)
     mxcc_parallel_chunks(nt, nt, small_m_part, &job);
 }
 
-/* A team split with no barrier (B prepacked, or each thread packing its own B panels): part `part` of the
- * ic_ways x jr_ways grid, on the buffers of whichever thread runs it (mxcc_parallel_chunks). */
+/* A split with no barrier (B prepacked, or each part packing its own B panels): part `part` of the
+ * ic_ways x jr_ways grid or of the row-major tile ranges, on the buffers of whichever thread runs it
+ * (mxcc_parallel_chunks). */
 typedef struct loops_job {
     const gemm_problem *g;
     mxcc_gemm_ws *ws;

@@ -22,11 +22,12 @@ _Static_assert(MR == MXCC_GEMM_MR && NR == MXCC_GEMM_NR, "6x16 kernel reads MXCC
  * costs half the FMAs; R = 3: only rows 0..2 (an edge tile of m <= 3 rows, half the FMAs again; each
  * computed element the same FMA sequence). ap: (k, 6) packed A, bp: (k, 16) packed B, c: (R, 16 or 8) row
  * stride ldc. R and WIDE are constants at each call site (always_inline): straight-line code per variant. */
-static inline __attribute__((always_inline)) void tile_6x16(const int R, const int WIDE, int k, const float *restrict ap,
+static inline __attribute__((always_inline)) void tile_6x16(const int R, const int WIDE, int k,
+                                                             const float *restrict ap,
                                                              const float *restrict bp, float *restrict c,
                                                              long ldc, int beta)
 {
-    /* the tile is written at the end; touching its 6 rows now hides the miss behind the k loop */
+    /* the tile is written at the end; touching its R rows now hides the miss behind the k loop */
     for (int i = 0; i < R; i++) {
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
         _mm_prefetch((const char *)(c + i * ldc + NR - 1), _MM_HINT_T0);
@@ -49,16 +50,20 @@ static inline __attribute__((always_inline)) void tile_6x16(const int R, const i
             a = _mm256_broadcast_ss(ap + 0); c00 = _mm256_fmadd_ps(a, b0, c00); c01 = _mm256_fmadd_ps(a, b1, c01);
             a = _mm256_broadcast_ss(ap + 1); c10 = _mm256_fmadd_ps(a, b0, c10); c11 = _mm256_fmadd_ps(a, b1, c11);
             a = _mm256_broadcast_ss(ap + 2); c20 = _mm256_fmadd_ps(a, b0, c20); c21 = _mm256_fmadd_ps(a, b1, c21);
-            if (R > 3) { a = _mm256_broadcast_ss(ap + 3); c30 = _mm256_fmadd_ps(a, b0, c30); c31 = _mm256_fmadd_ps(a, b1, c31); }
-            if (R > 3) { a = _mm256_broadcast_ss(ap + 4); c40 = _mm256_fmadd_ps(a, b0, c40); c41 = _mm256_fmadd_ps(a, b1, c41); }
-            if (R > 3) { a = _mm256_broadcast_ss(ap + 5); c50 = _mm256_fmadd_ps(a, b0, c50); c51 = _mm256_fmadd_ps(a, b1, c51); }
+            if (R > 3) {
+                a = _mm256_broadcast_ss(ap + 3); c30 = _mm256_fmadd_ps(a, b0, c30); c31 = _mm256_fmadd_ps(a, b1, c31);
+                a = _mm256_broadcast_ss(ap + 4); c40 = _mm256_fmadd_ps(a, b0, c40); c41 = _mm256_fmadd_ps(a, b1, c41);
+                a = _mm256_broadcast_ss(ap + 5); c50 = _mm256_fmadd_ps(a, b0, c50); c51 = _mm256_fmadd_ps(a, b1, c51);
+            }
         } else {
             c00 = _mm256_fmadd_ps(_mm256_broadcast_ss(ap + 0), b0, c00);
             c10 = _mm256_fmadd_ps(_mm256_broadcast_ss(ap + 1), b0, c10);
             c20 = _mm256_fmadd_ps(_mm256_broadcast_ss(ap + 2), b0, c20);
-            if (R > 3) { c30 = _mm256_fmadd_ps(_mm256_broadcast_ss(ap + 3), b0, c30); }
-            if (R > 3) { c40 = _mm256_fmadd_ps(_mm256_broadcast_ss(ap + 4), b0, c40); }
-            if (R > 3) { c50 = _mm256_fmadd_ps(_mm256_broadcast_ss(ap + 5), b0, c50); }
+            if (R > 3) {
+                c30 = _mm256_fmadd_ps(_mm256_broadcast_ss(ap + 3), b0, c30);
+                c40 = _mm256_fmadd_ps(_mm256_broadcast_ss(ap + 4), b0, c40);
+                c50 = _mm256_fmadd_ps(_mm256_broadcast_ss(ap + 5), b0, c50);
+            }
         }
         ap += MR;
         bp += NR;
@@ -68,31 +73,39 @@ static inline __attribute__((always_inline)) void tile_6x16(const int R, const i
         c00 = _mm256_add_ps(c00, _mm256_loadu_ps(c + 0 * ldc));
         c10 = _mm256_add_ps(c10, _mm256_loadu_ps(c + 1 * ldc));
         c20 = _mm256_add_ps(c20, _mm256_loadu_ps(c + 2 * ldc));
-        if (R > 3) { c30 = _mm256_add_ps(c30, _mm256_loadu_ps(c + 3 * ldc)); }
-        if (R > 3) { c40 = _mm256_add_ps(c40, _mm256_loadu_ps(c + 4 * ldc)); }
-        if (R > 3) { c50 = _mm256_add_ps(c50, _mm256_loadu_ps(c + 5 * ldc)); }
+        if (R > 3) {
+            c30 = _mm256_add_ps(c30, _mm256_loadu_ps(c + 3 * ldc));
+            c40 = _mm256_add_ps(c40, _mm256_loadu_ps(c + 4 * ldc));
+            c50 = _mm256_add_ps(c50, _mm256_loadu_ps(c + 5 * ldc));
+        }
         if (WIDE) {
             c01 = _mm256_add_ps(c01, _mm256_loadu_ps(c + 0 * ldc + 8));
             c11 = _mm256_add_ps(c11, _mm256_loadu_ps(c + 1 * ldc + 8));
             c21 = _mm256_add_ps(c21, _mm256_loadu_ps(c + 2 * ldc + 8));
-            if (R > 3) { c31 = _mm256_add_ps(c31, _mm256_loadu_ps(c + 3 * ldc + 8)); }
-            if (R > 3) { c41 = _mm256_add_ps(c41, _mm256_loadu_ps(c + 4 * ldc + 8)); }
-            if (R > 3) { c51 = _mm256_add_ps(c51, _mm256_loadu_ps(c + 5 * ldc + 8)); }
+            if (R > 3) {
+                c31 = _mm256_add_ps(c31, _mm256_loadu_ps(c + 3 * ldc + 8));
+                c41 = _mm256_add_ps(c41, _mm256_loadu_ps(c + 4 * ldc + 8));
+                c51 = _mm256_add_ps(c51, _mm256_loadu_ps(c + 5 * ldc + 8));
+            }
         }
     }
     _mm256_storeu_ps(c + 0 * ldc, c00);
     _mm256_storeu_ps(c + 1 * ldc, c10);
     _mm256_storeu_ps(c + 2 * ldc, c20);
-    if (R > 3) { _mm256_storeu_ps(c + 3 * ldc, c30); }
-    if (R > 3) { _mm256_storeu_ps(c + 4 * ldc, c40); }
-    if (R > 3) { _mm256_storeu_ps(c + 5 * ldc, c50); }
+    if (R > 3) {
+        _mm256_storeu_ps(c + 3 * ldc, c30);
+        _mm256_storeu_ps(c + 4 * ldc, c40);
+        _mm256_storeu_ps(c + 5 * ldc, c50);
+    }
     if (WIDE) {
         _mm256_storeu_ps(c + 0 * ldc + 8, c01);
         _mm256_storeu_ps(c + 1 * ldc + 8, c11);
         _mm256_storeu_ps(c + 2 * ldc + 8, c21);
-        if (R > 3) { _mm256_storeu_ps(c + 3 * ldc + 8, c31); }
-        if (R > 3) { _mm256_storeu_ps(c + 4 * ldc + 8, c41); }
-        if (R > 3) { _mm256_storeu_ps(c + 5 * ldc + 8, c51); }
+        if (R > 3) {
+            _mm256_storeu_ps(c + 3 * ldc + 8, c31);
+            _mm256_storeu_ps(c + 4 * ldc + 8, c41);
+            _mm256_storeu_ps(c + 5 * ldc + 8, c51);
+        }
     }
 }
 
