@@ -17,9 +17,7 @@ rounds the tuned build won.
 from __future__ import annotations
 
 import argparse
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,16 +29,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 import harness  # noqa: E402
-from cnn import input_name, network_params, symbol_json  # noqa: E402
+from cnn import _standalone, input_name, network_params, symbol_json  # noqa: E402
 
 TOLERANCE = 2e-5
-
-
-def _bench(directory: Path, bench: str, threads: int, seconds: float) -> float:
-    """Seconds per forward of a build's `<net>_bench` (its mean over `seconds`, after 3 warm-up forwards)."""
-    cmd = [str(directory / bench), "--seconds", str(seconds), "--warmup", "3", "--threads", str(threads)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    return float(re.search(r"([0-9.]+) us per forward", out).group(1)) * 1e-6
 
 
 def compare(net: str, batch: int, threads: int, rounds: int, seconds: float, root: Path) -> dict:
@@ -77,7 +68,7 @@ def compare(net: str, batch: int, threads: int, rounds: int, seconds: float, roo
     samples = {"heuristic": [], "tuned": []}
     for _ in range(rounds):
         for kind in samples:
-            samples[kind].append(_bench(dirs[kind], bench, threads, seconds))
+            samples[kind].append(_standalone(dirs[kind], bench, threads, seconds, 0))
     med = {k: statistics.median(v) for k, v in samples.items()}
     won = sum(1 for h, u in zip(samples["heuristic"], samples["tuned"]) if u < h)
     print(f"time per forward, {threads} threads, median of {rounds} alternating rounds: heuristic "

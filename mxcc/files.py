@@ -1,7 +1,7 @@
 """mxcc's own files and the files it writes.
 
 `resource_dir` is the one place that finds templates/ and runtime_c/: package data in an installed mxcc
-(mxcc/_data/, see pyproject.toml) or beside mxcc/ in a checkout.
+(mxcc/_data/, see pyproject.toml) or beside mxcc/ in a checkout; `cpuinfo` the one reader of /proc/cpuinfo.
 
 Files written so that nothing is lost: a reader sees the old content or the complete new one, never a part.
 
@@ -29,6 +29,25 @@ def resource_dir(kind: str) -> Path:
         if cand.is_dir():
             return cand
     raise BuildError(f"mxcc installation is incomplete: cannot find its {kind}/ directory near {here}")
+
+
+def cpuinfo(path: str = "/proc/cpuinfo") -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo ("model name", "cpu family", "model", "flags", ...); {}
+    where there is none."""
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return {}
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break
+            continue
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    return fields
 
 
 def atomic_write(path, content: Content) -> None:

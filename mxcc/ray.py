@@ -49,6 +49,7 @@ import numpy as np
 from mxcc.compiler.artifacts import MODULE_JSON, PARAMS_FILE, params_file, read_meta
 from mxcc.compiler.build import target_cpu
 from mxcc.errors import BuildError, ParamsError, ShapeError, name_list
+from mxcc.files import cpuinfo
 from mxcc.options import CompileOptions
 from mxcc.params import save_params
 from mxcc.runtime.module import Module, load
@@ -163,14 +164,10 @@ def _ranked(flags) -> list[str]:
 
 def _cpu(path: str = "/proc/cpuinfo") -> tuple[str, frozenset]:
     """(model name, flags) of this machine's first CPU; ("unknown", empty) where there is no /proc/cpuinfo."""
-    try:
-        text = Path(path).read_text()
-    except OSError:
+    fields = cpuinfo(path)
+    if not fields:
         return "unknown", frozenset()
-    model = re.search(r"^model name\s*:\s*(.*)$", text, re.M)
-    flags = re.search(r"^flags\s*:\s*(.*)$", text, re.M)
-    return (model.group(1).strip() if model else platform.processor() or "unknown",
-            frozenset(flags.group(1).split()) if flags else frozenset())
+    return fields.get("model name") or platform.processor() or "unknown", frozenset(fields.get("flags", "").split())
 
 
 # -- the worker side: check, unpack ---------------------------------------------------------------------------

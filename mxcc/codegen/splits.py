@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 
 from mxcc.codegen.batchvar import at_max
+from mxcc.files import cpuinfo
 
 MIN_FLOPS_PER_THREAD = 1 << 19   # runtime_c/gemm/gemm_config.h MXCC_GEMM_MIN_FLOPS_PER_THREAD
 SMALLM_MAX = 32                  # MXCC_GEMM_SMALLM_MAX
@@ -54,11 +55,7 @@ ISAS = {
 
 def host_isa() -> str:
     """The ISA a build for this machine uses (-march=native): 'avx512', 'avx2' or 'c'."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        return "c"
+    flags = cpuinfo().get("flags", "").split()
     if "avx512f" in flags:
         return "avx512"
     return "avx2" if "avx2" in flags and "fma" in flags else "c"

@@ -127,9 +127,15 @@ def tune_network(plan: Plan, opts: CompileOptions, name: str, threads: int | Non
                      log=log)
 
 
-def with_paths(opts: CompileOptions, tuning: Tuning) -> CompileOptions:
-    """opts with the tuned layers' paths added to conv_paths (the user's own entries stay)."""
-    return dc_replace(opts, conv_paths=tuple(sorted({**dict(opts.conv_paths), **tuning.overrides()}.items())))
+def tuned(plan: Plan, replan, opts: CompileOptions, name: str, threads: int | None = None,
+          log=None) -> tuple[Plan, CompileOptions, Tuning]:
+    """tune_network, then, if a layer leaves its heuristic's path, opts with the tuned paths added to conv_paths
+    (the user's own entries stay) and the plan again by replan(opts)."""
+    tuning = tune_network(plan, opts, name, threads, log=log)
+    if tuning.overrides():
+        opts = dc_replace(opts, conv_paths=tuple(sorted({**dict(opts.conv_paths), **tuning.overrides()}.items())))
+        plan = replan(opts)
+    return plan, opts, tuning
 
 
 def _workspace_json(plan: Plan, anchor) -> dict | None:
@@ -229,9 +235,7 @@ def inspect_network(net, shapes: dict, opts: CompileOptions, name: str | None = 
     name = c_ident(name) if name else _default_name(source)
     tuning = None
     if opts.tune and not opts.train:
-        tuning = tune_network(plan, opts, name)
-        if tuning.overrides():
-            plan, _ = plan_network(net, shapes, with_paths(opts, tuning))
+        plan, _, tuning = tuned(plan, lambda o: plan_network(net, shapes, o)[0], opts, name)
     batch = None
     if batch_axes:
         present = {n.name for n in plan.graph.variables}
@@ -477,11 +481,8 @@ def compile(net, shapes: dict, params=None, *, out_dir=None, name: str | None = 
     name = c_ident(name) if name else _default_name(source)
     tuning = None
     if opts.tune and not opts.train:            # the paths measured fastest here (compiler/tune.py)
-        tuning = tune_network(plan, opts, name, threads, log=lambda stage, seconds: timings.append(
-            (f"tuning: {stage}", seconds)))
-        if tuning.overrides():
-            opts = with_paths(opts, tuning)
-            plan, _ = plan_network(graph, shapes, opts)
+        plan, opts, tuning = tuned(plan, lambda o: plan_network(graph, shapes, o)[0], opts, name, threads,
+                                   log=lambda stage, seconds: timings.append((f"tuning: {stage}", seconds)))
         lap(f"tuning ({len(tuning.layers)} layers: {tuning.measured} measured, {len(tuning.overrides())} changed)")
     batch = _dynamic_batch(plan, shapes, batch_axes) if opts.dynamic_batch else None
     calls, folded = lower(plan, name, batch), lower_folded(plan, name)

@@ -43,6 +43,7 @@ import inspect
 import json
 import math
 import os
+import platform
 import re
 import subprocess
 import tempfile
@@ -54,10 +55,11 @@ import numpy as np
 
 from mxcc._version import __version__
 from mxcc.compiler.build import _runtime_plan, _warn, build, target_cpu
-from mxcc.files import atomic_write, resource_dir
+from mxcc.files import atomic_write, cpuinfo, resource_dir
 from mxcc.graph.ir import Graph, Node, Ref
 from mxcc.options import CompileOptions, cache_dir
 from mxcc.passes import run_pipeline
+from mxcc.perf.stacks import read_events
 from mxcc.passes.fold_constants import bind_time_inputs
 from mxcc.plan import Plan
 
@@ -151,17 +153,7 @@ def _libgomp():
 def cpu_model() -> str:
     """The CPU's model name with its family and model numbers (clouds often hide the name: "Intel(R) Xeon(R)
     Processor" is every generation)."""
-    fields = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            k, sep, v = line.partition(":")
-            if sep and k.strip() in ("model name", "cpu family", "model") and k.strip() not in fields:
-                fields[k.strip()] = v.strip()
-            if not line.strip() and fields:
-                break
-    except OSError:
-        pass
-    import platform
+    fields = cpuinfo()
     name = fields.get("model name") or platform.processor() or platform.machine() or "cpu"
     if "cpu family" in fields and "model" in fields:
         name += f" (family {fields['cpu family']} model {fields['model']})"
@@ -356,11 +348,9 @@ def _run(bench: Path, threads: int, engine: str, kernels: int) -> dict:
             raise BuildError(f"the tuning benchmark failed (exit {proc.returncode}): {' '.join(cmd)}\n"
                              f"{proc.stderr.strip()[-2000:]}")
         data = tl.read_bytes()
-    dt = np.dtype([("kernel", "<i4"), ("phase", "<i4"), ("t0", "<u8"), ("t1", "<u8"), ("batch", "<i4"),
-                   ("reserved", "<i4")])   # runtime_c/prof.h's mxcc_prof_event
-    ev = np.frombuffer(data[: len(data) // dt.itemsize * dt.itemsize], dt)
-    ev = ev[np.argsort(ev["t0"], kind="stable")]
-    return {int(k): (ev["t1"][ev["kernel"] == k] - ev["t0"][ev["kernel"] == k])[WARMUP:].astype(np.float64)
+    ev = read_events(data)
+    ev = ev[np.argsort(ev["t0_ns"], kind="stable")]
+    return {int(k): (ev["t1_ns"][ev["kernel"] == k] - ev["t0_ns"][ev["kernel"] == k])[WARMUP:].astype(np.float64)
             for k in np.unique(ev["kernel"])}
 
 

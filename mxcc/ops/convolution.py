@@ -30,7 +30,7 @@ path() then returns, so that workspace sizing and lowering agree.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from math import prod
 from typing import Literal, Optional
 
@@ -213,29 +213,28 @@ def path(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> str:
     """Which kernel computes this layer: 'depthwise', 'direct', 'winograd', 'pointwise', 'packed', 'gemm' (1x1)
     or 'im2col'. `const`: the inputs fixed at bind time (an inference forward's params): a constant weight can
     be packed once. A layer whose path was chosen for it (a.chosen_path: a tuned build, checked against
-    candidates() by passes/choose_paths.py) takes that one; the others follow the heuristics below, which
-    always pick one of candidates()."""
-    if a.chosen_path:
-        return a.chosen_path
+    candidates() by passes/choose_paths.py) takes that one; the others the heuristic's."""
+    return a.chosen_path or heuristic(a, x, const)
+
+
+def heuristic(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> str:
+    """The path the measured thresholds above pick among candidates()."""
+    c = candidates(a, x, const)
+    if len(c) == 1:
+        return c[0]
     k, s, p, _ = a.geometry()
-    if a.num_group == x[1] == a.num_filter and a.nsp <= 2:
-        return "depthwise"
-    if a.num_group == 1 and "weight" in const:
-        direct = a.nsp <= 2 and not _plain_1x1(k, s, p)
-        if direct and x[1] <= DIRECT_FIRST_MAX_C:
-            return "direct"
-        if tuple(k) == (3, 3) and tuple(s) == (1, 1) and tuple(a.geometry()[3]) == (1, 1) \
-                and (prod(_out_spatial(a, x)) >= WINOGRAD_MIN_PIXELS or at_max(x[0]) >= WINOGRAD_MIN_BATCH):
-            return "winograd"
-        if _plain_1x1(k, s, p) and prod(x[2:]) >= POINTWISE_MIN_PIXELS:
-            return "pointwise"
-        if direct and x[1] <= DIRECT_MAX_C:
-            return "direct"
-        if not (_plain_1x1(k, s, p) and x[1] <= PACKED_MIN_K_1X1):
-            return "packed"
-    if _plain_1x1(k, s, p):
-        return "gemm"
-    return "im2col"
+    plain = _plain_1x1(k, s, p)
+    if "direct" in c and x[1] <= DIRECT_FIRST_MAX_C:
+        return "direct"
+    if "winograd" in c and (prod(_out_spatial(a, x)) >= WINOGRAD_MIN_PIXELS or at_max(x[0]) >= WINOGRAD_MIN_BATCH):
+        return "winograd"
+    if "pointwise" in c and prod(x[2:]) >= POINTWISE_MIN_PIXELS:
+        return "pointwise"
+    if "direct" in c:
+        return "direct"
+    if not (plain and x[1] <= PACKED_MIN_K_1X1):
+        return "packed"
+    return "gemm"
 
 
 def _workspace(a: ConvAttrs, ins, outs, const=frozenset()) -> int:
@@ -328,7 +327,7 @@ def _grad(a: ConvAttrs, g):
 def _paths(a: ConvAttrs, ins, const=frozenset()) -> tuple[tuple[str, ...], str]:
     """OpDef.paths: the candidates of the layer and the heuristics' choice (whatever a.chosen_path says)."""
     x = ins[0].shape
-    return candidates(a, x, const), path(replace(a, chosen_path=""), x, const)
+    return candidates(a, x, const), heuristic(a, x, const)
 
 
 CONVOLUTION = register(OpDef(

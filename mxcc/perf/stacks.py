@@ -20,6 +20,20 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+
+def prof_event_dtype():
+    """runtime_c/prof.h's mxcc_prof_event as a numpy dtype (the timelines of --timeline, Module's profiler)."""
+    import numpy as np   # here: the rest of this module needs no numpy
+    return np.dtype([("kernel", "<i4"), ("phase", "<i4"), ("t0_ns", "<u8"), ("t1_ns", "<u8"), ("batch", "<i4"),
+                     ("reserved", "<i4")])
+
+
+def read_events(data: bytes):
+    """A raw timeline's whole events (a torn last record is dropped) as a structured array."""
+    import numpy as np
+    dt = prof_event_dtype()
+    return np.frombuffer(data[: len(data) // dt.itemsize * dt.itemsize], dt)
+
 # GCC clone suffixes (IPA-SRA, constant propagation, hot/cold split) that keep the source function's identity.
 _CLONE = re.compile(r"(\.(isra|constprop|part|cold|lto_priv|localalias)(\.\d+)?)+$|@@?(?!plt$)[A-Za-z_][\w.]*$")
 _OMP = re.compile(r"^(?P<parent>.+?)\._omp_fn\.\d+$")
@@ -227,10 +241,7 @@ class Timeline:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Timeline":
-        import numpy as np
-        dt = np.dtype([("kernel", "<i4"), ("phase", "<i4"), ("t0_ns", "<u8"), ("t1_ns", "<u8"), ("batch", "<i4"),
-                       ("reserved", "<i4")])   # runtime_c/prof.h's mxcc_prof_event
-        arr = np.frombuffer(data[: len(data) // dt.itemsize * dt.itemsize], dt)
+        arr = read_events(data)
         return cls.from_events(zip(arr["kernel"].tolist(), arr["phase"].tolist(), arr["t0_ns"].tolist(),
                                    arr["t1_ns"].tolist()))
 

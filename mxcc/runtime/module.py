@@ -28,6 +28,7 @@ from mxcc.profiler import api as profiler
 from mxcc.errors import ParamsError, ShapeError, name_list
 from mxcc.params import load_params, split_arg_aux
 from mxcc.passes.infer_batch import BatchAxis, format_shape
+from mxcc.perf.stacks import prof_event_dtype
 from mxcc.runtime.extension import load_extension
 
 _F32 = np.dtype(np.float32)
@@ -427,8 +428,7 @@ class Module:
         return np.ascontiguousarray(a)
 
     # -- profiler hooks (mxcc.profiler drives these) --------------------------------------------------------
-    PROF_DTYPE = np.dtype([("kernel", "<i4"), ("phase", "<i4"), ("t0_ns", "<u8"), ("t1_ns", "<u8"),
-                           ("batch", "<i4"), ("reserved", "<i4")])   # runtime_c/prof.h's mxcc_prof_event
+    PROF_DTYPE = prof_event_dtype()   # runtime_c/prof.h's mxcc_prof_event
 
     @property
     def kernels(self) -> list[dict]:
