@@ -45,19 +45,6 @@ int mxcc_simulate_args(mxcc_simulation *s, int argc, char **argv)
     return 0;
 }
 
-static void add_jobs(mxcc_pool_sim *to, const mxcc_pool_sim *j)
-{
-    if (!j->jobs)
-        return;
-    to->jobs += j->jobs;
-    to->chunks += j->chunks;
-    to->max_chunks = j->max_chunks > to->max_chunks ? j->max_chunks : to->max_chunks;
-    to->min_threads = to->min_threads && to->min_threads <= j->min_threads ? to->min_threads : j->min_threads;
-    to->max_threads = j->max_threads > to->max_threads ? j->max_threads : to->max_threads;
-    to->serial_ns += j->serial_ns;
-    to->sim_ns += j->sim_ns;
-}
-
 /* The profiler's hook: a kernel call has ended; the jobs since the last take are its own. */
 static void on_call_end(void *arg, const mxcc_prof_event *ev)
 {
@@ -65,10 +52,10 @@ static void on_call_end(void *arg, const mxcc_prof_event *ev)
     mxcc_pool_sim j;
     mxcc_pool_sim_take(&j);
     if (ev->kernel < 0 || ev->kernel >= s->num_kernels) {
-        add_jobs(&s->between, &j);
+        mxcc_pool_sim_add(&s->between, &j);
         return;
     }
-    add_jobs(&s->kernels[ev->kernel].jobs, &j);
+    mxcc_pool_sim_add(&s->kernels[ev->kernel].jobs, &j);
     s->kernels[ev->kernel].wall_ns += ev->t1_ns - ev->t0_ns;
 }
 
@@ -96,7 +83,7 @@ void mxcc_simulate_after_forward(mxcc_simulation *s, mxcc_ctx *ctx)
         mxcc_prof_drain(ctx, s->events, s->capacity);
     mxcc_pool_sim j;             /* jobs after the forward's last kernel call */
     mxcc_pool_sim_take(&j);
-    add_jobs(&s->between, &j);
+    mxcc_pool_sim_add(&s->between, &j);
 }
 
 void mxcc_simulate_reset(mxcc_simulation *s)
@@ -201,7 +188,7 @@ int mxcc_simulate_report(mxcc_simulation *s, const mxcc_net *net, long forwards,
 {
     mxcc_pool_sim all = s->between;
     for (int k = 0; k < s->num_kernels; k++)
-        add_jobs(&all, &s->kernels[k].jobs);
+        mxcc_pool_sim_add(&all, &s->kernels[k].jobs);
     print_table(s, net, forwards, forward_us, &all);
     const int rc = s->json ? write_json(s, net, forwards, forward_us, &all, prog) : 0;
     free(s->kernels);

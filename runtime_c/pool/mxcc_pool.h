@@ -95,6 +95,8 @@ void mxcc_pool_simulate(int threads);
 int mxcc_pool_simulating(void);     /* the T of mxcc_pool_simulate, 0 when off */
 /* The accumulators since the last take (or mxcc_pool_simulate), then cleared. */
 void mxcc_pool_sim_take(mxcc_pool_sim *out);
+/* Add the jobs of `from` to `to` (counts and times summed, the thread and chunk ranges widened). */
+void mxcc_pool_sim_add(mxcc_pool_sim *to, const mxcc_pool_sim *from);
 /* The claiming rule, as a pure function: chunk c < threads runs on thread c, each later chunk, in order, on the
  * thread that is free first (the least loaded; the lowest id of equals). threads is clamped to [1, chunks].
  * The largest load: the job's time on `threads` threads when chunk c takes chunk_ns[c]. */

@@ -309,13 +309,22 @@ static void simulate(long chunks, int asked, mxcc_chunk_fn fn, void *arg)
         serial_ns += ns;
     }
     in_chunk = was;
-    sim.jobs++;
-    sim.chunks += chunks;
-    sim.max_chunks = chunks > sim.max_chunks ? chunks : sim.max_chunks;
-    sim.min_threads = sim.min_threads && sim.min_threads <= asked ? sim.min_threads : asked;
-    sim.max_threads = asked > sim.max_threads ? asked : sim.max_threads;
-    sim.serial_ns += serial_ns;
-    sim.sim_ns += max_load(load, threads);
+    const mxcc_pool_sim job = {.jobs = 1, .chunks = chunks, .max_chunks = chunks, .min_threads = asked,
+                               .max_threads = asked, .serial_ns = serial_ns, .sim_ns = max_load(load, threads)};
+    mxcc_pool_sim_add(&sim, &job);
+}
+
+void mxcc_pool_sim_add(mxcc_pool_sim *to, const mxcc_pool_sim *from)
+{
+    if (!from->jobs)
+        return;
+    to->jobs += from->jobs;
+    to->chunks += from->chunks;
+    to->max_chunks = from->max_chunks > to->max_chunks ? from->max_chunks : to->max_chunks;
+    to->min_threads = to->min_threads && to->min_threads <= from->min_threads ? to->min_threads : from->min_threads;
+    to->max_threads = from->max_threads > to->max_threads ? from->max_threads : to->max_threads;
+    to->serial_ns += from->serial_ns;
+    to->sim_ns += from->sim_ns;
 }
 
 void mxcc_pool_simulate(int threads)
