@@ -3,7 +3,7 @@
     mxcc compile NET.json --shape data=1,784 [--params FILE] [-o DIR] [--name NAME] [--dynamic-batch]
                  [--no-fuse] [--no-plan] [--no-fold] [--no-schedule] [--tune [--tune-threads T]]
     mxcc inspect NET.json --shape data=1,784 [--no-fuse] [--no-plan] [--no-fold] [--no-schedule] [--json]
-                 [--tune [--tune-threads T]]
+                 [--tune [--tune-threads T]] [--threads T[,T...] [--isa avx512|avx2|c]]
     mxcc run DIR --input data=x.npy [--input ...] [--output out.npz]
     mxcc perf DIR [--iters N | --seconds S] [--threads T] [--batch N] [--call-graph fp|dwarf] [-o OUT] [--stat] [--py]
     mxcc perf DIR --train [--epochs N] [--images F --labels F] [--threads T] [--call-graph fp|dwarf] [-o OUT]
@@ -255,8 +255,8 @@ def format_splits(threads: int, report: dict) -> str:
               f"({s['openmp']} kernels as OpenMP regions); FLOP-weighted efficiency {weighted}; "
               f"{len(below)} split kernels below 0.9 "
               f"({sum(1 for k in below if k['ideal'] < 0.9)} of them with too few atoms for 0.9)",
-              "eff = mean / max work per thread over the threads the work pays for (thr); ideal = the best "
-              "any split of the kernel's atoms could do"]
+              "eff = one thread's work / thr / the busiest thread's (thr: the threads the work pays for; a "
+              "split's repeated reads count against it); ideal = the best any split of the kernel's could do"]
     return "\n".join(lines)
 
 

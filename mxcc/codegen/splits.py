@@ -7,9 +7,12 @@ kernel's own cost unit (a micro-kernel tile over K, a pixel panel, a plane, a lo
 inspect --threads T` can show, without a build or a T-core machine, how many parts every kernel makes and
 how evenly they load the threads:
 
-    efficiency = mean work per thread / max work per thread      (over the threads the call uses)
+    efficiency = one thread's work / threads / the busiest thread's work   (over the threads the call uses; the
+                 mean over the busiest where a split repeats no work; the pointwise kernel's repeated reads
+                 count against it)
     ideal      = the same for the best split of the kernel's atoms (its finest independent units) into
-                 `threads` contiguous ranges: what any split of this algorithm could reach
+                 `threads` contiguous ranges, or of the kernel's splits as weighed here: what any split of
+                 this algorithm could reach
 
 `threads` is T, or fewer where the work does not pay for more (MIN_FLOPS_PER_THREAD per thread: a fork
 costs more than it saves) or has fewer atoms than T. The model is checked against the C it describes: the

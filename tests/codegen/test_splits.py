@@ -2,7 +2,7 @@
 wherever its work has the atoms for it, the model's pieces against hand-worked cases, and `mxcc inspect
 --threads`.
 
-Efficiency = mean / max work per thread; ideal = the best any split of the kernel's atoms could do. A kernel
+Efficiency = one thread's work / T / the busiest thread's (the mean over the max where no work repeats); ideal = the best any split of the kernel's atoms could do. A kernel
 whose atoms cannot give 0.9 (14 Winograd tile panels x 2 channel panels on 16 threads: 28 atoms, 0.875) is held
 to its ideal instead, less 4%: the C chooses by counting atoms where the model weighs their costs (a short last
 pixel panel; a Winograd block's input transform, repeated by each of its channel parts). On 32 threads, where
