@@ -37,4 +37,6 @@ def test_pool_runs_every_chunk_once(sanitize, tmp_path):
     if sanitize == "openmp":
         assert jobs == 0                                # OpenMP regions, not the pool
     else:
-        assert jobs > 1000 and caller_only < jobs      # workers took part in some jobs
+        # workers took part in some jobs (how many jobs get a worker depends on the scheduler: 310 to 2813
+        # measured on a busy 2-vCPU machine, so no count is asserted)
+        assert jobs > 0 and caller_only < jobs
