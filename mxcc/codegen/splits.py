@@ -333,8 +333,9 @@ def _pw_grid_split(units: int, nb: int, panels: int, tail: int, parts: int) -> t
     return lo, _pw_grid_fill(units, nb, panels, tail, lo, parts)
 
 
-def conv_packed_split(batch: int, P: int, O: int, K: int, T: int, isa: Isa, parallel: bool = True) -> Split:
-    """mxcc_conv_packed_f32: MR-pixel panels x NR-channel weight panels, K deep."""
+def conv_packed_split(batch: int, P: int, O: int, K: int, T: int, isa: Isa, parallel: bool = True,
+                      channels: int = 2) -> Split:
+    """mxcc_conv_packed_f32: MR-pixel panels x NR-channel weight panels, K deep (K = channels x taps)."""
     M = batch * P
     panels, nq = _cdiv(M, isa.mr), _cdiv(O, isa.nr)
     atoms = panels * nq
@@ -350,7 +351,14 @@ def conv_packed_split(batch: int, P: int, O: int, K: int, T: int, isa: Isa, para
         loads, how = [(e - b) * nq * K for b, e in _ranges(panels, nt)], f"pixel panels in {nt} parts"
     else:
         loads, how = [panels * (e - b) * K for b, e in _ranges(nq, nt)], f"weight panels in {nt} parts"
+        if panels <= max(1, _PACKED_BLOCK_BYTES // (4 * isa.mr * K)):   # one block: gathered once, by all parts
+            # (a gather of one channel is one chunk: it runs in the caller, no job)
+            return Split("conv_packed", nt, nt, atoms, tuple(float(x) for x in loads), how + ", block gathered once",
+                         jobs_per_call=2 if channels > 1 else 1)
     return Split("conv_packed", nt, nt, atoms, tuple(float(x) for x in loads), how)
+
+
+_PACKED_BLOCK_BYTES = 1 << 20   # conv_packed_f32.c CONV_PACKED_BLOCK_BYTES
 
 
 _V_BYTES, _M_BYTES, _MIN_TB_PANELS = 1 << 20, 512 << 10, 4   # winograd_f32.c
@@ -576,7 +584,7 @@ def call_split(call, T: int, isa: Isa | str) -> Split:
             C, (_, OH, OW), (_, KH, KW) = g["channels"], g["out"], g["k"]
             O = _int(v["o"])
             if path == "packed":
-                return conv_packed_split(batch, OH * OW * g["out"][0], O, C * KH * KW * g["k"][0], T, isa, par)
+                return conv_packed_split(batch, OH * OW * g["out"][0], O, C * KH * KW * g["k"][0], T, isa, par, C)
             if path == "winograd":
                 return winograd_split(C, g["in"][1], g["in"][2], OH, OW, batch, O, T, isa, par)
             return direct_split(C, OH, OW, KH, KW, g["stride"][1], g["dilate"][1], g["dilate"][2], batch, O, T,

@@ -126,6 +126,8 @@ def test_packed_conv_epilogue(isa, ep, act):
     (3, 4, (9, 9), (3, 3), (2, 2), (1, 1), (1, 1), 50),
     (1, 16, (14, 14), (3, 3), (2, 2), (1, 1), (1, 1), 256),   # few pixel panels and 8-16 weight panels: a grid
     (1, 704, (5, 5), (3, 3), (1, 1), (1, 1), (1, 1), 40),     # K sliced: the same slices on any thread count
+    (1, 64, (7, 7), (3, 3), (1, 1), (1, 1), (1, 1), 512),    # 16 threads: weight panels, the block gathered once
+    (1, 4, (7, 7), (5, 5), (1, 1), (2, 2), (1, 1), 512),     # the same with fewer channels than threads to gather
 ], ids=_id)
 def test_packed_conv_threads_give_identical_bits(isa, geo):
     ffi, lib = isa

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The many-core check: one short script for a borrowed machine with many cores (numpy, onnx, onnxruntime and
+# gcc there; cffi and pycparser carried as wheels in .whl/, mxcc run from this checkout).
+#
+#   bash benchmarks/many_core.sh OUTDIR [THREADS]        (THREADS default: 1,2,4,8,<cores>)
+#
+# In order, each step's results written to OUTDIR as soon as it ends (a run cut short keeps what it did):
+#  1. the machine: CPU model and flags, gcc, Python and the packages' versions;
+#  2. benchmarks/scaling.py: mxcc vs ORT, the five CNNs at batch 1 and 32 and the MLP at 1/64/256, for THREADS
+#     (one round: ORT/mxcc per row; scaling.jsonl has every timing);
+#  3. the split simulator against the real thing: for ResNet-18, ResNet-50 and MobileNet 1.0 at batch 1, the
+#     compiled <net>_bench's per-kernel profile at 1 thread and at the most threads, and its simulation of the
+#     most threads from chunks run one at a time (--simulate-threads): traces.tgz;
+#  4. per layer against ORT at the most threads (benchmarks/cnn.py --layers) for ResNet-18 and ResNet-50.
+set -u
+out=${1:-many_core_out}
+mkdir -p "$out"
+exec > >(tee -a "$out/log.txt") 2>&1
+export PYTHONUNBUFFERED=1 MXCC_CACHE_DIR=${MXCC_CACHE_DIR:-/tmp/mxcc-many-core-cache}
+if [ -d .whl ] && ! python3 -c "import cffi" 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+cores=$(nproc)
+threads=${2:-}
+if [ -z "$threads" ]; then
+    threads=1; t=2
+    while [ $t -lt "$cores" ]; do threads="$threads,$t"; t=$((t * 2)); done
+    threads="$threads,$cores"
+fi
+most=${threads##*,}
+
+echo "== machine"
+date -u
+echo "cores: $cores; threads: $threads"
+grep -m1 "model name" /proc/cpuinfo
+grep -m1 -E "^(cpu family|model)\s" /proc/cpuinfo; grep -m1 -E "^model\s" /proc/cpuinfo
+grep -m1 flags /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|avx512f|avx512_vnni|avx512_bf16|amx_tile)$' | tr '\n' ' '; echo
+lscpu 2>/dev/null | grep -E "Model name|L2|L3|Socket|NUMA node\(s\)"
+gcc --version | head -1
+python3 -c "import sys, numpy, onnxruntime, cffi; print(sys.version.split()[0], 'numpy', numpy.__version__, 'ORT', onnxruntime.__version__, 'cffi', cffi.__version__)" || exit 1
+
+echo "== scaling ($SECONDS s)"
+python3 benchmarks/scaling.py --threads "$threads" --rounds 1 --json "$out/scaling.jsonl"
+
+echo "== simulator vs real ($SECONDS s)"
+work=$(mktemp -d)
+for net in resnet18_v1 resnet50_v1 mobilenet1.0; do
+    python3 -m mxcc compile "tests/data/models/$net/$net-symbol.json" --shape data=1,3,224,224 --random-params \
+        --name "${net//./_}" -o "$work/$net" > /dev/null || continue
+    b="$work/$net/${net//./_}_bench"
+    "$b" --threads 1 --iters 30 --warmup 5 --profile "$work/${net}_prof1.json"
+    "$b" --threads "$most" --iters 200 --warmup 20 --profile "$work/${net}_prof$most.json"
+    "$b" --simulate-threads "$most" --simulate-json "$work/${net}_sim$most.json" | tail -1
+done
+tar czf "$out/traces.tgz" -C "$work" $(cd "$work" && ls *.json)
+
+echo "== per layer vs ORT at $most threads ($SECONDS s)"
+for net in resnet18_v1 resnet50_v1; do
+    python3 benchmarks/cnn.py --nets "$net" --batch 1 --layers 100 --threads "$most"
+done
+echo "== done ($SECONDS s)"
