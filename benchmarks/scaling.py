@@ -1,8 +1,8 @@
 """Thread scaling, mxcc vs ONNX Runtime, from 1 thread to every core: the networks of the model zoo at batch 1 and
 32 and the MLP at batch 1, 64 and 256, side by side in one run, with the CPU model in the output.
 
-    python benchmarks/scaling.py [--threads 1,2,4,8,16] [--nets ...] [--rounds 2] [--min-time 0.2] [--quick]
-                                 [--busy N] [--json out.jsonl]
+    python benchmarks/scaling.py [--threads 1,2,4,8,16] [--nets ...] [--batches 1] [--rounds 2] [--min-time 0.2]
+                                 [--quick] [--busy N] [--json out.jsonl]
 
 Default threads: 1, 2, 4, ... up to the CPU count, and the CPU count itself. `--quick`: ResNet-18, MobileNet 1.0
 and the MLP only, batch 1 (and the MLP at 256), one round: what fits a short slot on a borrowed machine.
@@ -52,6 +52,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--min-time", type=float, default=0.2, help="seconds of calls per timing (small networks)")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--batches", help="only these of each network's batches (comma-separated)")
     ap.add_argument("--json", help="append the rows to this JSON-lines file")
     ap.add_argument("--busy", type=int, default=0,
                     help="keep this many other processes busy (a spinning loop each) for the whole run: a machine "
@@ -68,6 +69,9 @@ def main() -> None:
 def run(args) -> None:
     threads = [int(t) for t in args.threads.split(",")]
     batches = QUICK if args.quick else {n: BATCHES[n] for n in args.nets.split(",")}
+    if args.batches:
+        keep = {int(b) for b in args.batches.split(",")}
+        batches = {n: [b for b in bs if b in keep] for n, bs in batches.items() if set(bs) & keep}
     rounds = 1 if args.quick else args.rounds
     spec = {"nets": list(batches), "batches": [], "net_batches": batches, "min_time": args.min_time,
             "standalone": 0}

@@ -404,12 +404,21 @@ static void run_range(const mxcc_conv_geom *g, int O, const float *x, const floa
 enum { BY_PIXELS, BY_WEIGHTS, BY_GRID, SHARED_GATHER, SHARED_WEIGHTS };
 typedef struct packed_job {
     const mxcc_conv_geom *g;
-    int O, nq, parts, how;
+    int O, nq, parts, how, threads;
     const float *x, *wp;
     const mxcc_epilogue *ep;
     float *y, *scratch;
     long M, panels, per_thread;
 } packed_job;
+
+/* The block the SHARED parts gather and read: in the packed-A space of the last worker, whose part uses only its
+ * C tiles. Not worker 0's: the kernels after this one keep small per-thread scratch at the arena's start (the
+ * pointwise kernel's copied panels), and writing lines that every core has just read costs each writer a snoop
+ * per line. */
+static float *shared_block(const packed_job *j)
+{
+    return j->scratch + (long)(j->threads - 1) * j->per_thread;
+}
 
 static void packed_part(void *arg, long part, int worker)
 {
@@ -424,16 +433,15 @@ static void packed_part(void *arg, long part, int worker)
         const int q0 = (int)mxcc_split_at(j->nq, j->parts, t), q1 = (int)mxcc_split_at(j->nq, j->parts, t + 1);
         if (q1 > q0) run_range(j->g, j->O, j->x, j->wp, j->ep, j->y, s, j->M, 0, j->panels, q0, q1);
     } else if (j->how == SHARED_GATHER) {
-        /* the one block into worker 0's packed A (the caller's: no part of the next job gathers there) */
         const int C = j->g->channels;
-        gather_block(j->g, j->x, 0, j->M, j->scratch, (int)mxcc_split_at(C, j->parts, t),
+        gather_block(j->g, j->x, 0, j->M, shared_block(j), (int)mxcc_split_at(C, j->parts, t),
                      (int)mxcc_split_at(C, j->parts, t + 1));
     } else if (j->how == SHARED_WEIGHTS) {
         const int q0 = (int)mxcc_split_at(j->nq, j->parts, t), q1 = (int)mxcc_split_at(j->nq, j->parts, t + 1);
         const long K = kdim(j->g);
         if (q1 > q0)
-            run_block(j->g, j->O, j->scratch, j->wp, j->ep, j->y, s + mxcc_round16(j->panels * MR * K), j->M, 0,
-                      j->panels, q0, q1);
+            run_block(j->g, j->O, shared_block(j), j->wp, j->ep, j->y, s + mxcc_round16(j->panels * MR * K), j->M,
+                      0, j->panels, q0, q1);
     } else {
         mxcc_rect r[3];
         const int n = mxcc_grid_rects(j->panels, j->nq, j->parts, t, r);
@@ -468,7 +476,7 @@ void mxcc_conv_packed_f32(const mxcc_conv_geom *g, int batch, int O, const float
         run_range(g, O, x, wp, ep, y, scratch, M, 0, panels, 0, nq);
         return;
     }
-    packed_job job = {g, O, nq, nt, packed_split(panels, nq, nt), x, wp, ep, y, scratch, M, panels,
+    packed_job job = {g, O, nq, nt, packed_split(panels, nq, nt), nt, x, wp, ep, y, scratch, M, panels,
                       per_thread};
     if (job.how == BY_WEIGHTS && panels <= block_panels(K, panels)) {
         /* every part would gather the same block (stage 4 at batch 1: 16 threads gathered 16 copies of a
