@@ -25,6 +25,9 @@
 #include "../parallel.h"
 
 #define UKERNEL MXCC_UKERNEL_F32
+#ifdef MXCC_UKERNEL_ROWS_F32
+#define UKERNEL_ROWS MXCC_UKERNEL_ROWS_F32
+#endif
 #define ROWDOT MXCC_ROWDOT_F32
 #define PACK_A MXCC_PACK_A_F32
 #define PACK_B MXCC_PACK_B_F32
@@ -258,7 +261,17 @@ static void gemm_loops(const gemm_problem *g, int nt, int tid, int ic_ways, int 
             /* loop 3 (ic): MC-tall row blocks of this thread's rows */
             for (int ic = m_begin; ic < m_end; ic += mc_step) {
                 const int mc = min_int(mc_step, m_end - ic);
+#ifdef UKERNEL_ROWS
+                /* B prepacked, A row-major: full-height tiles read A in place; only a last, partial
+                 * micro-panel is packed (its missing rows must read as zero, not past A's end) */
+                const int in_place = g->Bp && !g->trans_a;
+                const int packed_from = in_place ? mc / MR * MR : 0;
+                if (packed_from < mc)
+                    PACK_A(g->trans_a, mc - packed_from, kc, a_at(g, ic + packed_from, pc), (int)g->lda,
+                           a_pack + (long)packed_from * kc);
+#else
                 PACK_A(g->trans_a, mc, kc, a_at(g, ic, pc), (int)g->lda, a_pack);
+#endif
                 /* loop 2 (jr): NR-wide micro-panels of the B panel (this thread's share) */
                 for (int q = q_begin; q < q_end; q++) {
                     const int jr = q * NR;
@@ -269,6 +282,11 @@ static void gemm_loops(const gemm_problem *g, int nt, int tid, int ic_ways, int 
                     for (int ir = 0; ir < mc; ir += MR) {
                         const int m = min_int(MR, mc - ir);
                         float *c = g->C + (ic + ir) * g->ldc + jc + jr;  /* (m, n) tile of C */
+#ifdef UKERNEL_ROWS
+                        if (in_place && m == MR)
+                            UKERNEL_ROWS(kc, a_at(g, ic + ir, pc), g->lda, bq, c, (int)g->ldc, n, beta);
+                        else
+#endif
                         UKERNEL(kc, a_pack + (long)ir * kc, bq, c, (int)g->ldc, m, n, beta);
                         if (last && g->ep) {
                             /* the tile is final and still in L1: bias, activation, ... now */

@@ -67,10 +67,17 @@ void mxcc_pack_b_f32_avx2(int trans_b, int kc, int nc, const float *b, int ldb, 
 #if defined(__AVX512F__)
 void mxcc_ukernel_f32_14x32_avx512f(int k, const float *ap, const float *bp, float *c, int ldc,
                                     int m, int n, int beta);
+/* A full-height (MR-row) tile with A read in place: rows a + i * lda, i < MR (MXCC_UKERNEL_ROWS_F32) */
+void mxcc_ukernel_f32_14x32_rows_avx512f(int k, const float *a, long lda, const float *bp, float *c, int ldc,
+                                         int n, int beta);
+#define MXCC_UKERNEL_ROWS_F32 mxcc_ukernel_f32_14x32_rows_avx512f
 #endif
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
 void mxcc_ukernel_f32_6x16_avx2fma(int k, const float *ap, const float *bp, float *c, int ldc,
                                    int m, int n, int beta);
+void mxcc_ukernel_f32_6x16_rows_avx2fma(int k, const float *a, long lda, const float *bp, float *c, int ldc,
+                                        int n, int beta);
+#define MXCC_UKERNEL_ROWS_F32 mxcc_ukernel_f32_6x16_rows_avx2fma
 #endif
 void mxcc_ukernel_f32_ref(int k, const float *ap, const float *bp, float *c, int ldc,
                           int m, int n, int beta);

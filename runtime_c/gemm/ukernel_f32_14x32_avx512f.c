@@ -101,4 +101,67 @@ void mxcc_ukernel_f32_14x32_avx512f(int k, const float *ap, const float *bp, flo
     }
 }
 
+/* The same full-height tile with A read in place: rows a, a + lda, ... (k floats each, A row-major, MR rows
+ * valid), no packed micro-panel. Row i's element p is a broadcast from row i + p: the rows are reached from
+ * five bases three rows apart (b, b + lda, b + 2 lda), which gcc keeps in registers as base + index * scale,
+ * where 14 row pointers would spill. The FMAs per output element are the packed kernel's, in its order. */
+static inline __attribute__((always_inline)) void tile_rows_14x32(const int WIDE, const int FULL, int k,
+                                                                   const float *restrict a, long lda,
+                                                                   const float *restrict bp, float *restrict c,
+                                                                   long ldc, __mmask16 mask, int beta)
+{
+    const int nv = WIDE ? NV : 1;
+    for (int i = 0; i < MR; i++) {
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        if (WIDE) {
+            _mm_prefetch((const char *)(c + i * ldc + NR - 1), _MM_HINT_T0);
+        }
+    }
+    __m512 acc[MR][NV];
+    UNROLLED for (int i = 0; i < MR; i++) {
+        UNROLLED for (int v = 0; v < nv; v++) {
+            acc[i][v] = _mm512_setzero_ps();
+        }
+    }
+    const float *b0 = a, *b1 = a + 3 * lda, *b2 = a + 6 * lda, *b3 = a + 9 * lda, *b4 = a + 12 * lda;
+#pragma GCC unroll 4
+    for (int p = 0; p < k; p++) {
+        __m512 b[NV];
+        UNROLLED for (int v = 0; v < nv; v++) {
+            b[v] = _mm512_loadu_ps(bp + 16 * v);
+        }
+        const float *base[5] = {b0 + p, b1 + p, b2 + p, b3 + p, b4 + p};
+        UNROLLED for (int i = 0; i < MR; i++) {
+            const __m512 x = _mm512_set1_ps(base[i / 3][(i % 3) * lda]);   /* A[i, p] */
+            UNROLLED for (int v = 0; v < nv; v++) {
+                acc[i][v] = _mm512_fmadd_ps(x, b[v], acc[i][v]);
+            }
+        }
+        bp += NR;
+    }
+    UNROLLED for (int i = 0; i < MR; i++) {
+        float *row = c + i * ldc;
+        UNROLLED for (int v = 0; v < nv; v++) {
+            const __mmask16 mv = (FULL || v < nv - 1) ? (__mmask16)0xFFFF : mask;
+            __m512 x = acc[i][v];
+            if (beta) {
+                x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mv, row + 16 * v));
+            }
+            _mm512_mask_storeu_ps(row + 16 * v, mv, x);
+        }
+    }
+}
+
+void mxcc_ukernel_f32_14x32_rows_avx512f(int k, const float *a, long lda, const float *bp, float *c, int ldc,
+                                         int n, int beta)
+{
+    if (n == NR) {
+        tile_rows_14x32(1, 1, k, a, lda, bp, c, ldc, 0xFFFF, beta);
+    } else if (n > 16) {
+        tile_rows_14x32(1, 0, k, a, lda, bp, c, ldc, (__mmask16)((1u << (n - 16)) - 1), beta);
+    } else {
+        tile_rows_14x32(0, 0, k, a, lda, bp, c, ldc, (__mmask16)((1u << n) - 1), beta);
+    }
+}
+
 #endif /* __AVX512F__ */

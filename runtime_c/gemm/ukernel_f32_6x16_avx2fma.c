@@ -22,8 +22,10 @@ _Static_assert(MR == MXCC_GEMM_MR && NR == MXCC_GEMM_NR, "6x16 kernel reads MXCC
  * costs half the FMAs; R = 3: only rows 0..2 (an edge tile of m <= 3 rows, half the FMAs again; each
  * computed element the same FMA sequence). ap: (k, 6) packed A, bp: (k, 16) packed B, c: (R, 16 or 8) row
  * stride ldc. R and WIDE are constants at each call site (always_inline): straight-line code per variant. */
-static inline __attribute__((always_inline)) void tile_6x16(const int R, const int WIDE, int k,
-                                                             const float *restrict ap,
+/* ROWS: A read in place instead, row i at ap + i * lda (A row-major, k floats per row), no packed panel. */
+#define A_AT(i) (ROWS ? ap + (i) * lda : ap + (i))
+static inline __attribute__((always_inline)) void tile_6x16(const int R, const int WIDE, const int ROWS, int k,
+                                                             const float *restrict ap, long lda,
                                                              const float *restrict bp, float *restrict c,
                                                              long ldc, int beta)
 {
@@ -47,25 +49,25 @@ static inline __attribute__((always_inline)) void tile_6x16(const int R, const i
         if (WIDE) {
             const __m256 b1 = _mm256_loadu_ps(bp + 8);  /* B[p, 8:16] */
             __m256 a;
-            a = _mm256_broadcast_ss(ap + 0); c00 = _mm256_fmadd_ps(a, b0, c00); c01 = _mm256_fmadd_ps(a, b1, c01);
-            a = _mm256_broadcast_ss(ap + 1); c10 = _mm256_fmadd_ps(a, b0, c10); c11 = _mm256_fmadd_ps(a, b1, c11);
-            a = _mm256_broadcast_ss(ap + 2); c20 = _mm256_fmadd_ps(a, b0, c20); c21 = _mm256_fmadd_ps(a, b1, c21);
+            a = _mm256_broadcast_ss(A_AT(0)); c00 = _mm256_fmadd_ps(a, b0, c00); c01 = _mm256_fmadd_ps(a, b1, c01);
+            a = _mm256_broadcast_ss(A_AT(1)); c10 = _mm256_fmadd_ps(a, b0, c10); c11 = _mm256_fmadd_ps(a, b1, c11);
+            a = _mm256_broadcast_ss(A_AT(2)); c20 = _mm256_fmadd_ps(a, b0, c20); c21 = _mm256_fmadd_ps(a, b1, c21);
             if (R > 3) {
-                a = _mm256_broadcast_ss(ap + 3); c30 = _mm256_fmadd_ps(a, b0, c30); c31 = _mm256_fmadd_ps(a, b1, c31);
-                a = _mm256_broadcast_ss(ap + 4); c40 = _mm256_fmadd_ps(a, b0, c40); c41 = _mm256_fmadd_ps(a, b1, c41);
-                a = _mm256_broadcast_ss(ap + 5); c50 = _mm256_fmadd_ps(a, b0, c50); c51 = _mm256_fmadd_ps(a, b1, c51);
+                a = _mm256_broadcast_ss(A_AT(3)); c30 = _mm256_fmadd_ps(a, b0, c30); c31 = _mm256_fmadd_ps(a, b1, c31);
+                a = _mm256_broadcast_ss(A_AT(4)); c40 = _mm256_fmadd_ps(a, b0, c40); c41 = _mm256_fmadd_ps(a, b1, c41);
+                a = _mm256_broadcast_ss(A_AT(5)); c50 = _mm256_fmadd_ps(a, b0, c50); c51 = _mm256_fmadd_ps(a, b1, c51);
             }
         } else {
-            c00 = _mm256_fmadd_ps(_mm256_broadcast_ss(ap + 0), b0, c00);
-            c10 = _mm256_fmadd_ps(_mm256_broadcast_ss(ap + 1), b0, c10);
-            c20 = _mm256_fmadd_ps(_mm256_broadcast_ss(ap + 2), b0, c20);
+            c00 = _mm256_fmadd_ps(_mm256_broadcast_ss(A_AT(0)), b0, c00);
+            c10 = _mm256_fmadd_ps(_mm256_broadcast_ss(A_AT(1)), b0, c10);
+            c20 = _mm256_fmadd_ps(_mm256_broadcast_ss(A_AT(2)), b0, c20);
             if (R > 3) {
-                c30 = _mm256_fmadd_ps(_mm256_broadcast_ss(ap + 3), b0, c30);
-                c40 = _mm256_fmadd_ps(_mm256_broadcast_ss(ap + 4), b0, c40);
-                c50 = _mm256_fmadd_ps(_mm256_broadcast_ss(ap + 5), b0, c50);
+                c30 = _mm256_fmadd_ps(_mm256_broadcast_ss(A_AT(3)), b0, c30);
+                c40 = _mm256_fmadd_ps(_mm256_broadcast_ss(A_AT(4)), b0, c40);
+                c50 = _mm256_fmadd_ps(_mm256_broadcast_ss(A_AT(5)), b0, c50);
             }
         }
-        ap += MR;
+        ap += ROWS ? 1 : MR;
         bp += NR;
     }
 
@@ -109,13 +111,11 @@ static inline __attribute__((always_inline)) void tile_6x16(const int R, const i
     }
 }
 
-void mxcc_ukernel_f32_6x16_avx2fma(int k, const float *ap, const float *bp, float *c, int ldc,
-                                   int m, int n, int beta)
+/* Edge tiles of either kind: the full tile on a stack tile, then its valid m x n corner copied into c. */
+static inline __attribute__((always_inline)) void edge_6x16(const int ROWS, int k, const float *ap, long lda,
+                                                             const float *bp, float *c, int ldc, int m, int n,
+                                                             int beta)
 {
-    if (m == MR && n == NR) {
-        tile_6x16(MR, 1, k, ap, bp, c, ldc, beta);
-        return;
-    }
     /* edge tile: compute the full tile into a stack tile, then copy the valid m x n corner */
     float tile[MR * NR] __attribute__((aligned(32)));  /* (MR, NR) */
     if (beta) {
@@ -129,19 +129,38 @@ void mxcc_ukernel_f32_6x16_avx2fma(int k, const float *ap, const float *bp, floa
             }
         }
     }
-    if (m <= 3) {
-        if (n > NR / 2) tile_6x16(3, 1, k, ap, bp, tile, NR, beta);
-        else tile_6x16(3, 0, k, ap, bp, tile, NR, beta);   /* rows 3..5 and columns 8..15 not computed */
+    if (m <= 3 && !ROWS) {
+        if (n > NR / 2) tile_6x16(3, 1, ROWS, k, ap, lda, bp, tile, NR, beta);
+        else tile_6x16(3, 0, ROWS, k, ap, lda, bp, tile, NR, beta);   /* rows 3..5, columns 8..15 not computed */
     } else if (n > NR / 2) {
-        tile_6x16(MR, 1, k, ap, bp, tile, NR, beta);
+        tile_6x16(MR, 1, ROWS, k, ap, lda, bp, tile, NR, beta);
     } else {
-        tile_6x16(MR, 0, k, ap, bp, tile, NR, beta);  /* columns 8..15 of the tile are not computed */
+        tile_6x16(MR, 0, ROWS, k, ap, lda, bp, tile, NR, beta);  /* columns 8..15 of the tile are not computed */
     }
     for (int i = 0; i < m; i++) {
         for (int j = 0; j < n; j++) {
             c[(long)i * ldc + j] = tile[i * NR + j];
         }
     }
+}
+
+void mxcc_ukernel_f32_6x16_avx2fma(int k, const float *ap, const float *bp, float *c, int ldc,
+                                   int m, int n, int beta)
+{
+    if (m == MR && n == NR)
+        tile_6x16(MR, 1, 0, k, ap, 0, bp, c, ldc, beta);
+    else
+        edge_6x16(0, k, ap, 0, bp, c, ldc, m, n, beta);
+}
+
+/* A full-height tile with A read in place (MXCC_UKERNEL_ROWS_F32): rows a + i * lda, i < MR. */
+void mxcc_ukernel_f32_6x16_rows_avx2fma(int k, const float *a, long lda, const float *bp, float *c, int ldc,
+                                        int n, int beta)
+{
+    if (n == NR)
+        tile_6x16(MR, 1, 1, k, a, lda, bp, c, ldc, beta);
+    else
+        edge_6x16(1, k, a, lda, bp, c, ldc, MR, n, beta);
 }
 
 #endif /* __AVX2__ && __FMA__ && !__AVX512F__ */

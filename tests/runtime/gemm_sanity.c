@@ -62,7 +62,14 @@ static int check_one(mxcc_gemm_ws *ws, unsigned long long *s, int max_dim, int v
     };
     const mxcc_epilogue *epp = rand_int(s, 0, 3) ? &ep : NULL;
 
+    /* the same call with B prepacked (A row-major: its full-height tiles read A in place) */
+    float *C_pre = malloc((size_t)M * ldc * sizeof(float));
+    for (long i = 0; i < (long)M * ldc; i++) C_pre[i] = C[i];
+    float *Bp = malloc((size_t)mxcc_gemm_packed_b_floats(K, N) * sizeof(float) + 1);
+    mxcc_gemm_pack_b_f32(tb, K, N, B, ldb, Bp);
+
     mxcc_gemm_f32(ws, ta, tb, M, N, K, A, lda, B, ldb, (float)beta, C, ldc, epp);
+    mxcc_gemm_f32_packed_b(ws, ta, M, N, K, A, lda, Bp, (float)beta, C_pre, ldc, epp);
     mxcc_gemm_f32_ref(ta, tb, M, N, K, A, lda, B, ldb, (float)beta, C_ref, ldc, epp);
 
     /* |a| <= 1, |b| <= 1: each sum is bounded by K, its float32 rounding by ~K * 2^-24 (ref) plus the
@@ -71,18 +78,18 @@ static int check_one(mxcc_gemm_ws *ws, unsigned long long *s, int max_dim, int v
     int bad = 0;
     for (int i = 0; i < M && !bad; i++) {
         for (int j = 0; j < N; j++) {
-            const double got = C[(long)i * ldc + j], want = C_ref[(long)i * ldc + j];
-            if (!(fabs(got - want) <= tol * (1.0 + fabs(want)))) {
+            const double got = C[(long)i * ldc + j], want = C_ref[(long)i * ldc + j], pre = C_pre[(long)i * ldc + j];
+            if (!(fabs(got - want) <= tol * (1.0 + fabs(want))) || !(fabs(pre - want) <= tol * (1.0 + fabs(want)))) {
                 if (verbose) {
-                    fprintf(stderr, "mismatch M=%d N=%d K=%d ta=%d tb=%d beta=%d act=%d at (%d,%d): %g vs %g\n",
-                            M, N, K, ta, tb, beta, (int)ep.act, i, j, got, want);
+                    fprintf(stderr, "mismatch M=%d N=%d K=%d ta=%d tb=%d beta=%d act=%d at (%d,%d): %g (prepacked B %g) "
+                            "vs %g\n", M, N, K, ta, tb, beta, (int)ep.act, i, j, got, pre, want);
                 }
                 bad = 1;
                 break;
             }
         }
     }
-    free(A); free(B); free(C); free(C_ref); free(bias); free(scale); free(shift); free(residual);
+    free(A); free(B); free(C); free(C_ref); free(C_pre); free(Bp); free(bias); free(scale); free(shift); free(residual);
     return bad;
 }
 

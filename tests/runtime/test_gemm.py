@@ -64,6 +64,8 @@ def optimized(march: str) -> dict[str, list[str]]:
     return {
         "ukernel": ["mxcc_ukernel_f32_14x32_avx512f"] if "__AVX512F__" in m else
                    ["mxcc_ukernel_f32_6x16_avx2fma"] if avx2 else [],
+        "rows": ["mxcc_ukernel_f32_14x32_rows_avx512f"] if "__AVX512F__" in m else
+                ["mxcc_ukernel_f32_6x16_rows_avx2fma"] if avx2 else [],
         "rowdot": (["mxcc_ukernel_f32_rowdot_avx512f"] if "__AVX512F__" in m else [])
                   + (["mxcc_ukernel_f32_rowdot_avx2fma"] if avx2 else []),
         "pack": ["mxcc_pack_a_f32_avx2", "mxcc_pack_b_f32_avx2"] if "__AVX2__" in m else [],
@@ -74,7 +76,7 @@ def test_build_defines_the_kernels_of_its_isa(gemm, march):
     """The cdef (filtered by the target's macros) and the C agree, and the geometry is the ISA's."""
     ffi, lib = gemm
     want = optimized(march)
-    for name in want["ukernel"] + want["rowdot"] + want["pack"]:
+    for name in want["ukernel"] + want["rows"] + want["rowdot"] + want["pack"]:
         assert hasattr(lib, name), f"-march={march} build lacks {name}"
     tile = (lib.MXCC_GEMM_MR, lib.MXCC_GEMM_NR)
     assert tile == ((14, 32) if "__AVX512F__" in predefined_macros(march) else (6, 16)), tile
@@ -173,6 +175,33 @@ def test_ukernel_matches_ref_on_edge_matrix(gemm, march):
                         outside = np.ones_like(c, dtype=bool)
                         outside[:m, :n] = False
                         assert np.array_equal(c[outside], c_old[outside]), f"{where}: wrote outside the tile"
+
+
+def test_rows_ukernel_is_the_packed_ukernel_on_a_in_place(gemm, march):
+    """The full-height kernel that reads A's rows in place (B prepacked, A row-major): the same bits as the
+    build's kernel on the packed micro-panel of those rows, every n <= NR, k past the unroll, beta 0/1, A rows
+    strided (lda > k) with NaN between them (never read), C strided with guard cells."""
+    ffi, lib = gemm
+    names = optimized(march)["rows"]
+    if not names:
+        pytest.skip(f"-march={march} has no in-place kernel (its GEMM packs A)")
+    rows, packed = getattr(lib, names[0]), getattr(lib, optimized(march)["ukernel"][0])
+    MR, NR = lib.MXCC_GEMM_MR, lib.MXCC_GEMM_NR
+    rng = np.random.default_rng(5)
+    ldc = NR + 3
+    for k in (1, 3, 4, 9, 33, 100):
+        lda = k + 7
+        a = np.full((MR, lda), np.nan, np.float32)
+        a[:, :k] = rng.standard_normal((MR, k))
+        ap = np.ascontiguousarray(a[:, :k].T)                   # (k, MR): the packed micro-panel
+        bp = rng.standard_normal((k, NR)).astype(np.float32)
+        for n in range(1, NR + 1):
+            for beta in (0, 1):
+                c_old = rng.standard_normal((MR + 1, ldc)).astype(np.float32)
+                c1, c2 = c_old.copy(), c_old.copy()
+                packed(k, fbuf(ffi, ap), fbuf(ffi, bp), fbuf(ffi, c1), ldc, MR, n, beta)
+                rows(k, fbuf(ffi, a), lda, fbuf(ffi, bp), fbuf(ffi, c2), ldc, n, beta)
+                np.testing.assert_array_equal(c1, c2, err_msg=f"k={k} n={n} beta={beta}")
 
 
 # ---- packing -------------------------------------------------------------------------------------------
@@ -595,6 +624,8 @@ def test_bits_do_not_depend_on_threads(gemm, pool):
                 runs[t] = (C, Cp)
             for t, (C, Cp) in runs.items():
                 np.testing.assert_array_equal(runs[1][0], C, err_msg=f"{M}x{N}x{K}, {t} threads")
+                # prepacked B reads A in place (full-height tiles): the same sums as packing A
+                np.testing.assert_array_equal(C, Cp, err_msg=f"{M}x{N}x{K} prepacked vs packed, {t} threads")
                 np.testing.assert_array_equal(runs[1][1], Cp, err_msg=f"{M}x{N}x{K} prepacked, {t} threads")
             assert np.allclose(runs[1][0], A @ B.T, rtol=1e-4, atol=1e-3)
     finally:
