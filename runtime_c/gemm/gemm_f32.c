@@ -21,6 +21,7 @@
 #include <omp.h>
 #include <stdlib.h>
 
+#include "epilogue_simd.h"
 #include "gemm_internal.h"
 #include "../parallel.h"
 
@@ -209,6 +210,11 @@ static void gemm_loops(const gemm_problem *g, int nt, int tid, int ic_ways, int 
     m_begin *= MR;
     m_end = min_int(m_end * MR, M);
     const int rows = m_end - m_begin;
+#ifdef UKERNEL_ROWS
+    /* an epilogue the in-place kernel applies on its registers: column bias, a register activation */
+    const int ep_in_tile = g->ep && !g->ep->per_row && !g->ep->scale && !g->ep->shift && !g->ep->residual
+                           && mxcc_act_in_registers(g->ep->act);
+#endif
     const int mc_step = rows > 0 ? ceil_div(ceil_div(rows, ceil_div(rows, MC)), MR) * MR : MC;
     int iter = 0;
 
@@ -283,9 +289,13 @@ static void gemm_loops(const gemm_problem *g, int nt, int tid, int ic_ways, int 
                         const int m = min_int(MR, mc - ir);
                         float *c = g->C + (ic + ir) * g->ldc + jc + jr;  /* (m, n) tile of C */
 #ifdef UKERNEL_ROWS
-                        if (in_place && m == MR)
-                            UKERNEL_ROWS(kc, a_at(g, ic + ir, pc), g->lda, bq, c, (int)g->ldc, n, beta);
-                        else
+                        if (in_place && m == MR) {
+                            const int in_tile = last && ep_in_tile;   /* bias and activation on registers */
+                            UKERNEL_ROWS(kc, a_at(g, ic + ir, pc), g->lda, bq, c, (int)g->ldc, n, beta,
+                                         in_tile ? g->ep : NULL, jc + jr);
+                            if (in_tile)
+                                continue;
+                        } else
 #endif
                         UKERNEL(kc, a_pack + (long)ir * kc, bq, c, (int)g->ldc, m, n, beta);
                         if (last && g->ep) {

@@ -16,6 +16,8 @@
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
+#include "epilogue_simd.h"
+
 #define MR MXCC_GEMM_MR
 #define NR MXCC_GEMM_NR
 #define NV (NR / 16)  /* 16-lane vectors per row of the tile */
@@ -105,10 +107,11 @@ void mxcc_ukernel_f32_14x32_avx512f(int k, const float *ap, const float *bp, flo
  * valid), no packed micro-panel. Row i's element p is a broadcast from row i + p: the rows are reached from
  * five bases three rows apart (b, b + lda, b + 2 lda), which gcc keeps in registers as base + index * scale,
  * where 14 row pointers would spill. The FMAs per output element are the packed kernel's, in its order. */
-static inline __attribute__((always_inline)) void tile_rows_14x32(const int WIDE, const int FULL, int k,
+static inline __attribute__((always_inline)) void tile_rows_14x32(const int WIDE, const int FULL, const int EPI, int k,
                                                                    const float *restrict a, long lda,
                                                                    const float *restrict bp, float *restrict c,
-                                                                   long ldc, __mmask16 mask, int beta)
+                                                                   long ldc, __mmask16 mask, int beta,
+                                                                   const mxcc_epilogue *ep, int j0)
 {
     const int nv = WIDE ? NV : 1;
     for (int i = 0; i < MR; i++) {
@@ -139,6 +142,12 @@ static inline __attribute__((always_inline)) void tile_rows_14x32(const int WIDE
         }
         bp += NR;
     }
+    /* the epilogue's column bias (masked past n) */
+    __m512 bias[NV];
+    UNROLLED for (int v = 0; v < nv; v++) {
+        const __mmask16 mv = (FULL || v < nv - 1) ? (__mmask16)0xFFFF : mask;
+        bias[v] = EPI && ep->bias ? _mm512_maskz_loadu_ps(mv, ep->bias + j0 + 16 * v) : _mm512_setzero_ps();
+    }
     UNROLLED for (int i = 0; i < MR; i++) {
         float *row = c + i * ldc;
         UNROLLED for (int v = 0; v < nv; v++) {
@@ -147,20 +156,25 @@ static inline __attribute__((always_inline)) void tile_rows_14x32(const int WIDE
             if (beta) {
                 x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mv, row + 16 * v));
             }
+            if (EPI) {
+                if (ep->bias) x = _mm512_add_ps(x, bias[v]);
+                x = mxcc_act_f32(ep->act, ep->alpha, ep->lo, ep->hi, x);
+            }
             _mm512_mask_storeu_ps(row + 16 * v, mv, x);
         }
     }
 }
 
 void mxcc_ukernel_f32_14x32_rows_avx512f(int k, const float *a, long lda, const float *bp, float *c, int ldc,
-                                         int n, int beta)
+                                         int n, int beta, const mxcc_epilogue *ep, int j0)
 {
     if (n == NR) {
-        tile_rows_14x32(1, 1, k, a, lda, bp, c, ldc, 0xFFFF, beta);
+        if (ep) tile_rows_14x32(1, 1, 1, k, a, lda, bp, c, ldc, 0xFFFF, beta, ep, j0);
+        else tile_rows_14x32(1, 1, 0, k, a, lda, bp, c, ldc, 0xFFFF, beta, ep, j0);
     } else if (n > 16) {
-        tile_rows_14x32(1, 0, k, a, lda, bp, c, ldc, (__mmask16)((1u << (n - 16)) - 1), beta);
+        tile_rows_14x32(1, 0, ep != NULL, k, a, lda, bp, c, ldc, (__mmask16)((1u << (n - 16)) - 1), beta, ep, j0);
     } else {
-        tile_rows_14x32(0, 0, k, a, lda, bp, c, ldc, (__mmask16)((1u << n) - 1), beta);
+        tile_rows_14x32(0, 0, ep != NULL, k, a, lda, bp, c, ldc, (__mmask16)((1u << n) - 1), beta, ep, j0);
     }
 }
 

@@ -14,6 +14,8 @@
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
 #include <immintrin.h>
 
+#include "epilogue_simd.h"
+
 #define MR 6
 #define NR 16
 _Static_assert(MR == MXCC_GEMM_MR && NR == MXCC_GEMM_NR, "6x16 kernel reads MXCC_GEMM_MR x NR panels");
@@ -27,7 +29,7 @@ _Static_assert(MR == MXCC_GEMM_MR && NR == MXCC_GEMM_NR, "6x16 kernel reads MXCC
 static inline __attribute__((always_inline)) void tile_6x16(const int R, const int WIDE, const int ROWS, int k,
                                                              const float *restrict ap, long lda,
                                                              const float *restrict bp, float *restrict c,
-                                                             long ldc, int beta)
+                                                             long ldc, int beta, const mxcc_epilogue *ep, int j0)
 {
     /* the tile is written at the end; touching its R rows now hides the miss behind the k loop */
     for (int i = 0; i < R; i++) {
@@ -91,6 +93,19 @@ static inline __attribute__((always_inline)) void tile_6x16(const int R, const i
             }
         }
     }
+    if (ep) {   /* a full tile's column bias and activation (ROWS tiles only: the driver's choice) */
+        const __m256 z = _mm256_setzero_ps();
+        const __m256 b0 = ep->bias ? _mm256_loadu_ps(ep->bias + j0) : z;
+        const __m256 b1 = ep->bias && WIDE ? _mm256_loadu_ps(ep->bias + j0 + 8) : z;
+#define EPI_ROW(x0, x1) do { \
+            if (ep->bias) { x0 = _mm256_add_ps(x0, b0); if (WIDE) x1 = _mm256_add_ps(x1, b1); } \
+            x0 = mxcc_act_f32(ep->act, ep->alpha, ep->lo, ep->hi, x0); \
+            if (WIDE) x1 = mxcc_act_f32(ep->act, ep->alpha, ep->lo, ep->hi, x1); \
+        } while (0)
+        EPI_ROW(c00, c01); EPI_ROW(c10, c11); EPI_ROW(c20, c21);
+        if (R > 3) { EPI_ROW(c30, c31); EPI_ROW(c40, c41); EPI_ROW(c50, c51); }
+#undef EPI_ROW
+    }
     _mm256_storeu_ps(c + 0 * ldc, c00);
     _mm256_storeu_ps(c + 1 * ldc, c10);
     _mm256_storeu_ps(c + 2 * ldc, c20);
@@ -130,12 +145,12 @@ static inline __attribute__((always_inline)) void edge_6x16(const int ROWS, int 
         }
     }
     if (m <= 3 && !ROWS) {
-        if (n > NR / 2) tile_6x16(3, 1, ROWS, k, ap, lda, bp, tile, NR, beta);
-        else tile_6x16(3, 0, ROWS, k, ap, lda, bp, tile, NR, beta);   /* rows 3..5, columns 8..15 not computed */
+        if (n > NR / 2) tile_6x16(3, 1, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0);
+        else tile_6x16(3, 0, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0);   /* rows 3..5, columns 8..15 not computed */
     } else if (n > NR / 2) {
-        tile_6x16(MR, 1, ROWS, k, ap, lda, bp, tile, NR, beta);
+        tile_6x16(MR, 1, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0);
     } else {
-        tile_6x16(MR, 0, ROWS, k, ap, lda, bp, tile, NR, beta);  /* columns 8..15 of the tile are not computed */
+        tile_6x16(MR, 0, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0);  /* columns 8..15 of the tile are not computed */
     }
     for (int i = 0; i < m; i++) {
         for (int j = 0; j < n; j++) {
@@ -148,19 +163,23 @@ void mxcc_ukernel_f32_6x16_avx2fma(int k, const float *ap, const float *bp, floa
                                    int m, int n, int beta)
 {
     if (m == MR && n == NR)
-        tile_6x16(MR, 1, 0, k, ap, 0, bp, c, ldc, beta);
+        tile_6x16(MR, 1, 0, k, ap, 0, bp, c, ldc, beta, NULL, 0);
     else
         edge_6x16(0, k, ap, 0, bp, c, ldc, m, n, beta);
 }
 
 /* A full-height tile with A read in place (MXCC_UKERNEL_ROWS_F32): rows a + i * lda, i < MR. */
 void mxcc_ukernel_f32_6x16_rows_avx2fma(int k, const float *a, long lda, const float *bp, float *c, int ldc,
-                                        int n, int beta)
+                                        int n, int beta, const mxcc_epilogue *ep, int j0)
 {
-    if (n == NR)
-        tile_6x16(MR, 1, 1, k, a, lda, bp, c, ldc, beta);
-    else
+    if (n == NR && ep) {
+        tile_6x16(MR, 1, 1, k, a, lda, bp, c, ldc, beta, ep, j0);
+    } else if (n == NR) {
+        tile_6x16(MR, 1, 1, k, a, lda, bp, c, ldc, beta, NULL, 0);
+    } else {
         edge_6x16(1, k, a, lda, bp, c, ldc, MR, n, beta);
+        if (ep) mxcc_epilogue_apply_f32(ep, c, ldc, 0, j0, MR, n);   /* the stored corner, as the driver would */
+    }
 }
 
 #endif /* __AVX2__ && __FMA__ && !__AVX512F__ */

@@ -200,7 +200,7 @@ def test_rows_ukernel_is_the_packed_ukernel_on_a_in_place(gemm, march):
                 c_old = rng.standard_normal((MR + 1, ldc)).astype(np.float32)
                 c1, c2 = c_old.copy(), c_old.copy()
                 packed(k, fbuf(ffi, ap), fbuf(ffi, bp), fbuf(ffi, c1), ldc, MR, n, beta)
-                rows(k, fbuf(ffi, a), lda, fbuf(ffi, bp), fbuf(ffi, c2), ldc, n, beta)
+                rows(k, fbuf(ffi, a), lda, fbuf(ffi, bp), fbuf(ffi, c2), ldc, n, beta, ffi.NULL, 0)
                 np.testing.assert_array_equal(c1, c2, err_msg=f"k={k} n={n} beta={beta}")
 
 
@@ -595,6 +595,33 @@ def test_scaled_packed_b_is_the_packed_scaled_b(gemm, k, n):
     lib.mxcc_gemm_scale_packed_b_f32(k, n, fbuf(ffi, got), fbuf(ffi, scale))
     lib.mxcc_gemm_pack_b_f32(1, k, n, fbuf(ffi, np.ascontiguousarray(w * scale[:, None])), k, fbuf(ffi, want))
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("parts", [("bias",), ("scale", "bias"), ()], ids=["bias", "scale-bias", "act-only"])
+def test_prepacked_b_epilogue_is_the_packed_paths(gemm, gemm_ws, march, parts):
+    """B prepacked (A's full-height tiles read in place, a column bias and a register activation applied on
+    the kernel's registers) against B packed per call (the epilogue on the stored tile): the same bits for
+    every activation, ragged tiles, beta 0 and 1."""
+    ffi, lib = gemm
+    rng = np.random.default_rng(12)
+    for M, N, K, beta in [(61, 77, 45, 0), (45, 64, 300, 1), (100, 10, 33, 0)]:
+        assert not lib.mxcc_gemm_small_m(M, K, 0, 1)   # both calls take the packed loops
+        A, lda, B, ldb, opa, opb = make_problem(rng, M, N, K, 0, 1, (1, 0))
+        bp = np.empty(lib.mxcc_gemm_packed_b_floats(K, N), np.float32)
+        lib.mxcc_gemm_pack_b_f32(1, K, N, fbuf(ffi, B), ldb, fbuf(ffi, bp))
+        vec = {"scale": rng.uniform(0.5, 2.0, N).astype(np.float32), "bias": rng.standard_normal(N).astype(np.float32)}
+        for act in ACTS:
+            fields = {"per_row": 0, "act": getattr(lib, f"MXCC_ACT_{act}"), "alpha": 0.1, "lo": -0.5, "hi": 0.5}
+            keep = [fbuf(ffi, vec[name]) for name in parts]
+            fields.update(zip(parts, keep))
+            ep = ffi.new("mxcc_epilogue *", fields)
+            C0 = rng.standard_normal((M, N)).astype(np.float32)
+            C, Cp = C0.copy(), C0.copy()
+            lib.mxcc_gemm_f32(gemm_ws, 0, 1, M, N, K, fbuf(ffi, A), lda, fbuf(ffi, B), ldb, float(beta), fbuf(ffi, C),
+                              N, ep)
+            lib.mxcc_gemm_f32_packed_b(gemm_ws, 0, M, N, K, fbuf(ffi, A), lda, fbuf(ffi, bp), float(beta),
+                                       fbuf(ffi, Cp), N, ep)
+            np.testing.assert_array_equal(C, Cp, err_msg=f"{M}x{N}x{K} beta={beta} act={act} parts={parts}")
 
 
 @pytest.mark.parametrize("pool", [0, 1], ids=["openmp", "pool"])
