@@ -268,10 +268,11 @@ static void gemm_loops(const gemm_problem *g, int nt, int tid, int ic_ways, int 
             for (int ic = m_begin; ic < m_end; ic += mc_step) {
                 const int mc = min_int(mc_step, m_end - ic);
 #ifdef UKERNEL_ROWS
-                /* B prepacked, A row-major: full-height tiles read A in place; only a last, partial
-                 * micro-panel is packed (its missing rows must read as zero, not past A's end) */
+                /* B prepacked, A row-major: tiles of MXCC_UKERNEL_ROWS_MIN_M rows or more read A in place;
+                 * only a last micro-panel of fewer rows is packed (the packed kernel reads its missing rows,
+                 * which must then read as zero, not past A's end) */
                 const int in_place = g->Bp && !g->trans_a;
-                const int packed_from = in_place ? mc / MR * MR : 0;
+                const int packed_from = !in_place ? 0 : mc % MR >= MXCC_UKERNEL_ROWS_MIN_M ? mc : mc / MR * MR;
                 if (packed_from < mc)
                     PACK_A(g->trans_a, mc - packed_from, kc, a_at(g, ic + packed_from, pc), (int)g->lda,
                            a_pack + (long)packed_from * kc);
@@ -289,9 +290,9 @@ static void gemm_loops(const gemm_problem *g, int nt, int tid, int ic_ways, int 
                         const int m = min_int(MR, mc - ir);
                         float *c = g->C + (ic + ir) * g->ldc + jc + jr;  /* (m, n) tile of C */
 #ifdef UKERNEL_ROWS
-                        if (in_place && m == MR) {
+                        if (in_place && m >= MXCC_UKERNEL_ROWS_MIN_M) {
                             const int in_tile = last && ep_in_tile;   /* bias and activation on registers */
-                            UKERNEL_ROWS(kc, a_at(g, ic + ir, pc), g->lda, bq, c, (int)g->ldc, n, beta,
+                            UKERNEL_ROWS(kc, a_at(g, ic + ir, pc), g->lda, bq, c, (int)g->ldc, m, n, beta,
                                          in_tile ? g->ep : NULL, jc + jr);
                             if (in_tile)
                                 continue;

@@ -67,19 +67,21 @@ void mxcc_pack_b_f32_avx2(int trans_b, int kc, int nc, const float *b, int ldb, 
 #if defined(__AVX512F__)
 void mxcc_ukernel_f32_14x32_avx512f(int k, const float *ap, const float *bp, float *c, int ldc,
                                     int m, int n, int beta);
-/* A full-height (MR-row) tile with A read in place: rows a + i * lda, i < MR (MXCC_UKERNEL_ROWS_F32). ep:
- * NULL, or an epilogue of a column bias and a register activation alone (gemm_f32.c's ep_in_tile), applied
- * before the tile is stored; j0: the tile's first column (its bias). */
+/* A tile of m rows with A read in place: rows a + i * lda, i < m, MXCC_UKERNEL_ROWS_MIN_M <= m <= MR
+ * (MXCC_UKERNEL_ROWS_F32). ep: NULL, or an epilogue of a column bias and a register activation alone
+ * (gemm_f32.c's ep_in_tile), applied before the tile is stored; j0: the tile's first column (its bias). */
 void mxcc_ukernel_f32_14x32_rows_avx512f(int k, const float *a, long lda, const float *bp, float *c, int ldc,
-                                         int n, int beta, const mxcc_epilogue *ep, int j0);
+                                         int m, int n, int beta, const mxcc_epilogue *ep, int j0);
 #define MXCC_UKERNEL_ROWS_F32 mxcc_ukernel_f32_14x32_rows_avx512f
+#define MXCC_UKERNEL_ROWS_MIN_M 8   /* fewer rows: the packed half-height tile (7 rows) costs no more */
 #endif
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
 void mxcc_ukernel_f32_6x16_avx2fma(int k, const float *ap, const float *bp, float *c, int ldc,
                                    int m, int n, int beta);
 void mxcc_ukernel_f32_6x16_rows_avx2fma(int k, const float *a, long lda, const float *bp, float *c, int ldc,
-                                        int n, int beta, const mxcc_epilogue *ep, int j0);
+                                        int m, int n, int beta, const mxcc_epilogue *ep, int j0);
 #define MXCC_UKERNEL_ROWS_F32 mxcc_ukernel_f32_6x16_rows_avx2fma
+#define MXCC_UKERNEL_ROWS_MIN_M 6   /* full tiles only */
 #endif
 void mxcc_ukernel_f32_ref(int k, const float *ap, const float *bp, float *c, int ldc,
                           int m, int n, int beta);

@@ -103,39 +103,44 @@ void mxcc_ukernel_f32_14x32_avx512f(int k, const float *ap, const float *bp, flo
     }
 }
 
-/* The same full-height tile with A read in place: rows a, a + lda, ... (k floats each, A row-major, MR rows
- * valid), no packed micro-panel. Row i's element p is a broadcast from row i + p: the rows are reached from
- * five bases three rows apart (b, b + lda, b + 2 lda), which gcc keeps in registers as base + index * scale,
- * where 14 row pointers would spill. The FMAs per output element are the packed kernel's, in its order. */
-static inline __attribute__((always_inline)) void tile_rows_14x32(const int WIDE, const int FULL, const int EPI, int k,
+/* The same tile with A read in place: R rows a, a + lda, ... (k floats each, A row-major), no packed
+ * micro-panel. R = MR, or exactly m for a last tile of 8 .. 13 rows (rows past m do not exist here: nothing
+ * past them is read; the packed kernel computes 14). Row i's element p is a broadcast from row i + p: the
+ * rows are reached from five bases three rows apart (b, b + lda, b + 2 lda), which gcc keeps in registers as
+ * base + index * scale, where 14 row pointers would spill. The FMAs per output element are the packed
+ * kernel's, in its order. EPI: the epilogue's column bias and register activation before the store. */
+static inline __attribute__((always_inline)) void tile_rows_14x32(const int R, const int WIDE, const int FULL,
+                                                                   const int EPI, int k,
                                                                    const float *restrict a, long lda,
                                                                    const float *restrict bp, float *restrict c,
                                                                    long ldc, __mmask16 mask, int beta,
                                                                    const mxcc_epilogue *ep, int j0)
 {
     const int nv = WIDE ? NV : 1;
-    for (int i = 0; i < MR; i++) {
+    for (int i = 0; i < R; i++) {
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
         if (WIDE) {
             _mm_prefetch((const char *)(c + i * ldc + NR - 1), _MM_HINT_T0);
         }
     }
     __m512 acc[MR][NV];
-    UNROLLED for (int i = 0; i < MR; i++) {
+    UNROLLED for (int i = 0; i < R; i++) {
         UNROLLED for (int v = 0; v < nv; v++) {
             acc[i][v] = _mm512_setzero_ps();
         }
     }
-    const float *b0 = a, *b1 = a + 3 * lda, *b2 = a + 6 * lda, *b3 = a + 9 * lda, *b4 = a + 12 * lda;
+    const float *bases[5];
+    UNROLLED for (int g = 0; g < 5; g++) {
+        bases[g] = 3 * g < R ? a + 3 * g * lda : a;
+    }
 #pragma GCC unroll 4
     for (int p = 0; p < k; p++) {
         __m512 b[NV];
         UNROLLED for (int v = 0; v < nv; v++) {
             b[v] = _mm512_loadu_ps(bp + 16 * v);
         }
-        const float *base[5] = {b0 + p, b1 + p, b2 + p, b3 + p, b4 + p};
-        UNROLLED for (int i = 0; i < MR; i++) {
-            const __m512 x = _mm512_set1_ps(base[i / 3][(i % 3) * lda]);   /* A[i, p] */
+        UNROLLED for (int i = 0; i < R; i++) {
+            const __m512 x = _mm512_set1_ps(bases[i / 3][(i % 3) * lda + p]);   /* A[i, p] */
             UNROLLED for (int v = 0; v < nv; v++) {
                 acc[i][v] = _mm512_fmadd_ps(x, b[v], acc[i][v]);
             }
@@ -148,7 +153,7 @@ static inline __attribute__((always_inline)) void tile_rows_14x32(const int WIDE
         const __mmask16 mv = (FULL || v < nv - 1) ? (__mmask16)0xFFFF : mask;
         bias[v] = EPI && ep->bias ? _mm512_maskz_loadu_ps(mv, ep->bias + j0 + 16 * v) : _mm512_setzero_ps();
     }
-    UNROLLED for (int i = 0; i < MR; i++) {
+    UNROLLED for (int i = 0; i < R; i++) {
         float *row = c + i * ldc;
         UNROLLED for (int v = 0; v < nv; v++) {
             const __mmask16 mv = (FULL || v < nv - 1) ? (__mmask16)0xFFFF : mask;
@@ -165,17 +170,34 @@ static inline __attribute__((always_inline)) void tile_rows_14x32(const int WIDE
     }
 }
 
+/* a last tile of exactly R rows (8 .. 13), any n */
+#define ROWS_TAIL(R) \
+    if (n > 16) tile_rows_14x32(R, 1, 0, ep != NULL, k, a, lda, bp, c, ldc, (__mmask16)((1u << (n - 16)) - 1), beta, \
+                                ep, j0); \
+    else tile_rows_14x32(R, 0, 0, ep != NULL, k, a, lda, bp, c, ldc, (__mmask16)((1u << n) - 1), beta, ep, j0); \
+    return;
+
 void mxcc_ukernel_f32_14x32_rows_avx512f(int k, const float *a, long lda, const float *bp, float *c, int ldc,
-                                         int n, int beta, const mxcc_epilogue *ep, int j0)
+                                         int m, int n, int beta, const mxcc_epilogue *ep, int j0)
 {
+    switch (m) {
+    case 8: ROWS_TAIL(8)
+    case 9: ROWS_TAIL(9)
+    case 10: ROWS_TAIL(10)
+    case 11: ROWS_TAIL(11)
+    case 12: ROWS_TAIL(12)
+    case 13: ROWS_TAIL(13)
+    default: break;
+    }
     if (n == NR) {
-        if (ep) tile_rows_14x32(1, 1, 1, k, a, lda, bp, c, ldc, 0xFFFF, beta, ep, j0);
-        else tile_rows_14x32(1, 1, 0, k, a, lda, bp, c, ldc, 0xFFFF, beta, ep, j0);
+        if (ep) tile_rows_14x32(MR, 1, 1, 1, k, a, lda, bp, c, ldc, 0xFFFF, beta, ep, j0);
+        else tile_rows_14x32(MR, 1, 1, 0, k, a, lda, bp, c, ldc, 0xFFFF, beta, ep, j0);
     } else if (n > 16) {
-        tile_rows_14x32(1, 0, ep != NULL, k, a, lda, bp, c, ldc, (__mmask16)((1u << (n - 16)) - 1), beta, ep, j0);
+        tile_rows_14x32(MR, 1, 0, ep != NULL, k, a, lda, bp, c, ldc, (__mmask16)((1u << (n - 16)) - 1), beta, ep, j0);
     } else {
-        tile_rows_14x32(0, 0, ep != NULL, k, a, lda, bp, c, ldc, (__mmask16)((1u << n) - 1), beta, ep, j0);
+        tile_rows_14x32(MR, 0, 0, ep != NULL, k, a, lda, bp, c, ldc, (__mmask16)((1u << n) - 1), beta, ep, j0);
     }
 }
+#undef ROWS_TAIL
 
 #endif /* __AVX512F__ */

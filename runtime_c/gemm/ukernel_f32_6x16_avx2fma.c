@@ -168,10 +168,11 @@ void mxcc_ukernel_f32_6x16_avx2fma(int k, const float *ap, const float *bp, floa
         edge_6x16(0, k, ap, 0, bp, c, ldc, m, n, beta);
 }
 
-/* A full-height tile with A read in place (MXCC_UKERNEL_ROWS_F32): rows a + i * lda, i < MR. */
+/* A full-height tile with A read in place (MXCC_UKERNEL_ROWS_F32): rows a + i * lda, i < MR = m. */
 void mxcc_ukernel_f32_6x16_rows_avx2fma(int k, const float *a, long lda, const float *bp, float *c, int ldc,
-                                        int n, int beta, const mxcc_epilogue *ep, int j0)
+                                        int m, int n, int beta, const mxcc_epilogue *ep, int j0)
 {
+    (void)m;   /* MR: MXCC_UKERNEL_ROWS_MIN_M */
     if (n == NR && ep) {
         tile_6x16(MR, 1, 1, k, a, lda, bp, c, ldc, beta, ep, j0);
     } else if (n == NR) {

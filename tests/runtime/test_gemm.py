@@ -178,30 +178,36 @@ def test_ukernel_matches_ref_on_edge_matrix(gemm, march):
 
 
 def test_rows_ukernel_is_the_packed_ukernel_on_a_in_place(gemm, march):
-    """The full-height kernel that reads A's rows in place (B prepacked, A row-major): the same bits as the
-    build's kernel on the packed micro-panel of those rows, every n <= NR, k past the unroll, beta 0/1, A rows
-    strided (lda > k) with NaN between them (never read), C strided with guard cells."""
+    """The kernel that reads A's rows in place (B prepacked, A row-major): the same bits as the build's kernel
+    on the packed micro-panel of those rows, full-height tiles at every n <= NR and the last tiles of fewer rows
+    it takes (AVX-512: 8-13), k past the unroll, beta 0/1, A rows strided (lda > k) with NaN between them,
+    C strided with guard cells."""
     ffi, lib = gemm
     names = optimized(march)["rows"]
     if not names:
         pytest.skip(f"-march={march} has no in-place kernel (its GEMM packs A)")
     rows, packed = getattr(lib, names[0]), getattr(lib, optimized(march)["ukernel"][0])
     MR, NR = lib.MXCC_GEMM_MR, lib.MXCC_GEMM_NR
+    min_m = MR // 2 + 1 if MR == 14 else MR   # MXCC_UKERNEL_ROWS_MIN_M: AVX-512 8 .. 14 rows, AVX2 full tiles
     rng = np.random.default_rng(5)
     ldc = NR + 3
     for k in (1, 3, 4, 9, 33, 100):
         lda = k + 7
-        a = np.full((MR, lda), np.nan, np.float32)
-        a[:, :k] = rng.standard_normal((MR, k))
-        ap = np.ascontiguousarray(a[:, :k].T)                   # (k, MR): the packed micro-panel
+        rows_of_a = rng.standard_normal((MR, k)).astype(np.float32)
         bp = rng.standard_normal((k, NR)).astype(np.float32)
-        for n in range(1, NR + 1):
+        for m, n in [(MR, n) for n in range(1, NR + 1)] + [(m, n) for m in range(min_m, MR)
+                                                          for n in (1, NR // 2, NR // 2 + 3, NR)]:
+            # A's m rows, NaN between them and past them; the packed micro-panel zero past m (the packing's rule)
+            a = np.full((MR, lda), np.nan, np.float32)
+            a[:m, :k] = rows_of_a[:m]
+            ap = np.zeros((k, MR), np.float32)
+            ap[:, :m] = rows_of_a[:m].T
             for beta in (0, 1):
                 c_old = rng.standard_normal((MR + 1, ldc)).astype(np.float32)
                 c1, c2 = c_old.copy(), c_old.copy()
-                packed(k, fbuf(ffi, ap), fbuf(ffi, bp), fbuf(ffi, c1), ldc, MR, n, beta)
-                rows(k, fbuf(ffi, a), lda, fbuf(ffi, bp), fbuf(ffi, c2), ldc, n, beta, ffi.NULL, 0)
-                np.testing.assert_array_equal(c1, c2, err_msg=f"k={k} n={n} beta={beta}")
+                packed(k, fbuf(ffi, ap), fbuf(ffi, bp), fbuf(ffi, c1), ldc, m, n, beta)
+                rows(k, fbuf(ffi, a), lda, fbuf(ffi, bp), fbuf(ffi, c2), ldc, m, n, beta, ffi.NULL, 0)
+                np.testing.assert_array_equal(c1, c2, err_msg=f"k={k} m={m} n={n} beta={beta}")
 
 
 # ---- packing -------------------------------------------------------------------------------------------
