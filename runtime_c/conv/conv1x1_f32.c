@@ -56,7 +56,7 @@
 /* The tiles' channel loop unrolled by CONV1X1_UNROLL (the pointer bumps, the prefetch addresses and the loop
  * branch shared by that many steps). MobileNet 1.0's pointwise layers alone, 1 thread, Intel Xeon model 167
  * (benchmarks/conv1x1.py, CP_FLAGS=-DCONV1X1_UNROLL=n), sum of the nine: 1 4944 us, 2 4687-4716, 4 4748
- * (128->128@56 slower by 15%), 8 4705-4714; the network 9.07 -> 8.79 ms at 2. The AVX2 tiles the same: the
+ * (128->128@56 slower by 15%), 8 4705-4714; the network 9.07 -> 8.79 ms on 1 thread. The AVX2 tiles the same: the
  * AVX2 build of MobileNet 1.0 on the same machine 16.4 -> 15.9 ms. */
 #ifndef CONV1X1_UNROLL
 #define CONV1X1_UNROLL 2
