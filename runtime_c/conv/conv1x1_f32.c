@@ -197,7 +197,7 @@ static inline __attribute__((always_inline)) void store256(int mr, int nv, __m25
     }
 }
 
-static inline __attribute__((always_inline)) void tile256(int mr, int nv, long C, const float *restrict wp,
+static inline __attribute__((always_inline)) void tile256(int mr, int nv, int pf, long C, const float *restrict wp,
                                                        const float *restrict bp, int m, int n, float *restrict y,
                                                        long ldy, const tile_ep *e)
 {
@@ -210,7 +210,7 @@ static inline __attribute__((always_inline)) void tile256(int mr, int nv, long C
         UNROLLED for (int v = 0; v < nv; v++) __builtin_prefetch(y + r * ldy + 8 * v, 1, 3);
     UNROLL_C(CONV1X1_UNROLL)
     for (long c = 0; c < C; c++) {
-        TILE_PREFETCH(c);
+        if (pf) TILE_PREFETCH(c);
         __m256 b[NV];
         UNROLLED for (int v = 0; v < nv; v++) b[v] = _mm256_loadu_ps(bp + c * ldb + 8 * v);
         UNROLLED for (int r = 0; r < mr; r++) {
@@ -270,7 +270,7 @@ static inline __attribute__((always_inline)) void store512(int mr, int nv, __m51
 
 /* y[r, 0:n] (row stride ldy) for r < m = wp (C, MR)^T . bp (C, NR), nv vectors per row (n <= nv * 16),
  * then the epilogue. */
-static inline __attribute__((always_inline)) void tile512(int mr, int nv, long C, const float *restrict wp,
+static inline __attribute__((always_inline)) void tile512(int mr, int nv, int pf, long C, const float *restrict wp,
                                                        const float *restrict bp, int m, int n, float *restrict y,
                                                        long ldy, const tile_ep *e)
 {
@@ -283,7 +283,7 @@ static inline __attribute__((always_inline)) void tile512(int mr, int nv, long C
         UNROLLED for (int v = 0; v < nv; v++) __builtin_prefetch(y + r * ldy + 16 * v, 1, 3);
     UNROLL_C(CONV1X1_UNROLL)
     for (long c = 0; c < C; c++) {
-        TILE_PREFETCH(c);
+        if (pf) TILE_PREFETCH(c);
         __m512 b[NV];
         UNROLLED for (int v = 0; v < nv; v++) b[v] = _mm512_loadu_ps(bp + c * ldb + 16 * v);
         UNROLLED for (int r = 0; r < mr; r++) {
@@ -325,13 +325,13 @@ general:   /* as in tile256 */
 
 #if !defined(__AVX512F__) && !(defined(__AVX2__) && defined(__FMA__))
 /* Plain C: the accumulators in an array the compiler may vectorize; the epilogue after the store. */
-static inline void tile(int mr, int nv, long C, const float *restrict wp, const float *restrict bp, int m, int n,
+static inline void tile(int mr, int nv, int pf, long C, const float *restrict wp, const float *restrict bp, int m, int n,
                         float *restrict y, long ldy, const tile_ep *e)
 {
     float acc[MR][NR];
     const int w = nv * VL;
     const long ldb = e->ldb;
-    (void)mr;   /* MR_STEP = MR: one height */
+    (void)mr; (void)pf;   /* MR_STEP = MR: one height; nothing prefetched */
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < w; j++) acc[r][j] = 0.0f;
     for (long c = 0; c < C; c++)
@@ -359,27 +359,41 @@ typedef void tile_fn(long C, const float *wp, const float *bp, int m, int n, flo
 #define TILE_FN(kernel, name, mr, nv) \
     static __attribute__((noinline)) void name(long C, const float *wp, const float *bp, int m, int n, float *y, \
                                                long ldy, const tile_ep *e) \
-    { kernel(mr, nv, C, wp, bp, m, n, y, ldy, e); }
+    { kernel(mr, nv, 1, C, wp, bp, m, n, y, ldy, e); }
+/* A full tile whose prefetch pointers are its own operands (most tiles: neither a block's first nor its last
+ * weight panel, nor a weight panel's first pixel panel) runs without the three no-op prefetches per channel:
+ * MobileNet 1.0's pointwise shapes alone 2-4% faster without them. */
+#define TILE_FN_NOPF(kernel, name, mr, nv) \
+    static __attribute__((noinline)) void name##_np(long C, const float *wp, const float *bp, int m, int n, \
+                                                    float *y, long ldy, const tile_ep *e) \
+    { kernel(mr, nv, 0, C, wp, bp, m, n, y, ldy, e); }
 #if defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
 #define WIDTHS 3
 TILE_FN(tile256, t4q, 4, 1) TILE_FN(tile512, t4h, 4, 1) TILE_FN(tile512, t4f, 4, 2)
 TILE_FN(tile256, t8q, 8, 1) TILE_FN(tile512, t8h, 8, 1) TILE_FN(tile512, t8f, 8, 2)
 TILE_FN(tile256, t12q, 12, 1) TILE_FN(tile512, t12h, 12, 1) TILE_FN(tile512, t12f, 12, 2)
 static tile_fn *const TILES[][WIDTHS] = {{t4q, t4h, t4f}, {t8q, t8h, t8f}, {t12q, t12h, t12f}};
+TILE_FN_NOPF(tile512, t4f, 4, 2) TILE_FN_NOPF(tile512, t8f, 8, 2) TILE_FN_NOPF(tile512, t12f, 12, 2)
+static tile_fn *const FULL_NOPF[] = {t4f_np, t8f_np, t12f_np};
 #elif defined(__AVX512F__)
 #define WIDTHS 2
 TILE_FN(tile512, t4h, 4, 1) TILE_FN(tile512, t4f, 4, 2) TILE_FN(tile512, t8h, 8, 1) TILE_FN(tile512, t8f, 8, 2)
 TILE_FN(tile512, t12h, 12, 1) TILE_FN(tile512, t12f, 12, 2)
 static tile_fn *const TILES[][WIDTHS] = {{t4h, t4f}, {t8h, t8f}, {t12h, t12f}};
+TILE_FN_NOPF(tile512, t4f, 4, 2) TILE_FN_NOPF(tile512, t8f, 8, 2) TILE_FN_NOPF(tile512, t12f, 12, 2)
+static tile_fn *const FULL_NOPF[] = {t4f_np, t8f_np, t12f_np};
 #elif defined(__AVX2__) && defined(__FMA__)
 #define WIDTHS 2
 TILE_FN(tile256, t2h, 2, 1) TILE_FN(tile256, t2f, 2, 2) TILE_FN(tile256, t4h, 4, 1) TILE_FN(tile256, t4f, 4, 2)
 TILE_FN(tile256, t6h, 6, 1) TILE_FN(tile256, t6f, 6, 2)
 static tile_fn *const TILES[][WIDTHS] = {{t2h, t2f}, {t4h, t4f}, {t6h, t6f}};
+TILE_FN_NOPF(tile256, t2f, 2, 2) TILE_FN_NOPF(tile256, t4f, 4, 2) TILE_FN_NOPF(tile256, t6f, 6, 2)
+static tile_fn *const FULL_NOPF[] = {t2f_np, t4f_np, t6f_np};
 #else
 #define WIDTHS 2
 TILE_FN(tile, t4h, 4, 1) TILE_FN(tile, t4f, 4, 2)
 static tile_fn *const TILES[][WIDTHS] = {{t4h, t4f}};
+static tile_fn *const FULL_NOPF[] = {t4f};   /* the plain C tile prefetches nothing */
 #endif
 
 /* ---- column tiles: a panel's last few pixels ------------------------------------------------------------------
@@ -473,7 +487,10 @@ static void panel(long C, const float *w, const float *bp, int m, int np, float 
 {
     tile_fn *const *row = TILES[(m - 1) / MR_STEP];
     if (np == NR) {
-        row[WIDTHS - 1](C, w, bp, m, np, y, ldy, e0);
+        if (e0->pf_w == w && e0->pf_x == bp)   /* nothing to fetch */
+            FULL_NOPF[(m - 1) / MR_STEP](C, w, bp, m, np, y, ldy, e0);
+        else
+            row[WIDTHS - 1](C, w, bp, m, np, y, ldy, e0);
         return;
     }
     tile_ep e = *e0;
