@@ -342,17 +342,19 @@ def conv_packed_split(batch: int, P: int, O: int, K: int, T: int, isa: Isa, para
     nt = threads_for(2.0 * M * O * K, T) if parallel else 1
     if nt == 1:
         return _serial("conv_packed", atoms, float(atoms * K))
-    # conv_packed_f32.c packed_split: the fewest tiles for the busiest part; ties: pixels, weights, grid
+    # conv_packed_f32.c packed_split: the fewest tiles for the busiest part; ties: pixels, weights, grid, except
+    # that weights win a tie when the pixels are one block (gathered once, shared; each part streams only its
+    # share of the weight)
+    one_block = panels <= max(1, _PACKED_BLOCK_BYTES // (4 * isa.mr * K))
     by_pixels, by_weights, by_grid = _cdiv(panels, nt) * nq, panels * _cdiv(nq, nt), _cdiv(panels * nq, nt)
     if 100 * by_grid < 97 * min(by_pixels, by_weights):
         loads = [(e - b) * K for b, e in _ranges(panels * nq, nt)]
         how = f"{panels} pixel x {nq} weight panels in {nt} parts"
-    elif by_pixels <= by_weights:
+    elif by_pixels < by_weights or (by_pixels == by_weights and not one_block):
         loads, how = [(e - b) * nq * K for b, e in _ranges(panels, nt)], f"pixel panels in {nt} parts"
     else:
         loads, how = [panels * (e - b) * K for b, e in _ranges(nq, nt)], f"weight panels in {nt} parts"
-        if panels <= max(1, _PACKED_BLOCK_BYTES // (4 * isa.mr * K)):   # one block: gathered once, by all parts
-            # (a gather of one channel is one chunk: it runs in the caller, no job)
+        if one_block:   # gathered once, by all parts (a gather of one channel is one chunk: the caller's, no job)
             return Split("conv_packed", nt, nt, atoms, tuple(float(x) for x in loads), how + ", block gathered once",
                          jobs_per_call=2 if channels > 1 else 1)
     return Split("conv_packed", nt, nt, atoms, tuple(float(x) for x in loads), how)

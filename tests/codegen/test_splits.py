@@ -108,8 +108,11 @@ def test_grid_split_of_small_planes():
     # ResNet stage 3 3x3 stride 2 (packed): 14 pixel panels x 8 weight panels; 16 threads take the grid
     s = splits.conv_packed_split(1, 196, 256, 128 * 9, 16, isa)
     assert s.how.startswith("14 pixel x 8 weight") and s.efficiency == 1.0
-    # on 2 threads the pixel panels, as before
-    assert splits.conv_packed_split(1, 196, 256, 128 * 9, 2, isa).how.startswith("pixel panels")
+    # on 2 threads pixel and weight panels tie (56 tiles each): the one block is gathered once and the weight
+    # split, each part streaming half the weight
+    assert splits.conv_packed_split(1, 196, 256, 128 * 9, 2, isa).how == "weight panels in 2 parts, block gathered once"
+    # a tie over more than one block keeps the pixel split (each part gathers only its own)
+    assert splits.conv_packed_split(1, 196, 256, 1024 * 9, 2, isa).how.startswith("pixel panels")
     # pointwise 512 -> 512 at 14x14: 7 pixel panels (the last of 4 pixels) x 43 weight panels: by weight panels
     # (a pixel split or a grid would have every part stream most of the 1 MB weight), the best of the three
     s = splits.conv1x1_split(1, 512, 196, 512, 16, isa)
