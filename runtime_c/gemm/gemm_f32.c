@@ -16,7 +16,9 @@
  * The ISA is chosen at compile time in gemm_internal.h (MXCC_UKERNEL_F32 ...): the AVX-512F kernels if the
  * compiler targets AVX-512F, else the AVX2+FMA kernels if it targets those, else the reference kernels.
  * B may also come prepacked (mxcc_gemm_f32_packed_b: weights packed once at bind time): then loop 4 reads
- * its slices in place and nothing is packed or shared for B.
+ * its slices in place and nothing is packed or shared for B; and a row-major A is read in place too, by the
+ * build's in-place kernel (MXCC_UKERNEL_ROWS_F32: tiles of MXCC_UKERNEL_ROWS_MIN_M rows or more, a column
+ * bias and a register activation on its registers), as MLAS does: only a last, shorter micro-panel is packed.
  */
 #include <omp.h>
 #include <stdlib.h>
