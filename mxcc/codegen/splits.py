@@ -528,6 +528,26 @@ def depthwise_split(planes: int, T: int, parallel: bool = True) -> Split:
     return Split("depthwise", nt, nt, planes, loads, f"{planes} planes in {nt} parts")
 
 
+_RNN_CELL_FLOPS = {"lstm": 120.0, "gru": 90.0, "rnn": 25.0, "tanh": 25.0, "relu": 2.0}   # rnn_f32.c CELL_FLOPS
+_RNN_CELL_BLOCK = 128
+
+
+def rnn_cells_split(mode: str, steps: int, N: int, H: int, calls: int, T: int) -> Split:
+    """mxcc_rnn_<mode>_f32's cell pass of each step (rnn_f32.c for_cell_blocks): blocks of (batch row, 128
+    columns) in contiguous ranges, one job per step of each layer and direction. The steps' GEMMs are jobs of
+    their own, not counted here."""
+    per_row = _cdiv(H, _RNN_CELL_BLOCK)
+    blocks = N * per_row
+    nt = min(threads_for(_RNN_CELL_FLOPS.get(mode, 120.0) * N * H, T), blocks)
+    cols = [min(_RNN_CELL_BLOCK, H - (b % per_row) * _RNN_CELL_BLOCK) for b in range(blocks)]
+    if nt <= 1:
+        return Split("rnn_cells", 1, 0, blocks, (float(sum(cols)),), "serial (the step GEMMs aside)",
+                     calls=steps * calls)
+    loads = tuple(float(sum(cols[b:e])) for b, e in _ranges(blocks, nt))
+    return Split("rnn_cells", nt, nt, blocks, loads, f"{blocks} cell blocks in {nt} parts per step (the step GEMMs "
+                 "aside)", calls=steps * calls)
+
+
 def rows_split(kernel: str, rows: int, T: int, flops: float | None, what: str) -> Split:
     """A range of equal rows in `threads` parts: softmax rows (flops rule) or a generated loop (parts = T)."""
     nt = threads_for(flops, T) if flops is not None else T
@@ -610,6 +630,9 @@ def call_split(call, T: int, isa: Isa | str) -> Split:
             return gemm_split(m, n, k, T, isa, prepacked=True, trans_a=trans_a)
         return gemm_split(m, n, k, T, isa, prepacked=False, trans_a=trans_a,
                           trans_b=str(v["trans_b"]) == "MXCC_TRANS")
+    if t == "kernels/rnn.c.j2":
+        mode = str(v["calls"][0]["fn"]).split("_")[2]   # mxcc_rnn_<mode>_f32
+        return rnn_cells_split(mode, _int(v["T"]), _int(v["N"]), _int(v["H"]), len(v["calls"]), T)
     if t == "kernels/softmax.c.j2" and v["inner"] == 1:
         rows, n = _int(v["rows"]), _int(v["n"])
         return rows_split("softmax_rows", rows, T, 20.0 * rows * n if _flag(v["parallel"]) else 0.0, "rows")

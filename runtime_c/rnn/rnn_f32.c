@@ -97,16 +97,39 @@ static void vanilla_cells(const step *s, int n, int k0, int k1, int relu)
 /* The cells of one step, (batch row, block of CELL_BLOCK columns) at a time, split over threads: `cells(s, kind,
  * n, k0, k1)` is the forward's or the backward's dispatch on the kind. */
 typedef void cells_fn(const void *s, rnn_kind kind, int n, int k0, int k1);
+typedef struct cells_job {
+    cells_fn *cells;
+    const void *s;
+    rnn_kind kind;
+    int H, blocks_per_row, parts;
+    long blocks;
+} cells_job;
+
+/* part `part` of the blocks: a contiguous range (a static schedule) */
+static void cells_part(void *arg, long part, int worker)
+{
+    const cells_job *j = arg;
+    (void)worker;
+    const long b0 = mxcc_split_at(j->blocks, j->parts, (int)part), b1 = mxcc_split_at(j->blocks, j->parts, (int)part + 1);
+    for (long b = b0; b < b1; b++) {
+        const int n = (int)(b / j->blocks_per_row), k0 = (int)(b % j->blocks_per_row) * CELL_BLOCK;
+        j->cells(j->s, j->kind, n, k0, k0 + CELL_BLOCK < j->H ? k0 + CELL_BLOCK : j->H);
+    }
+}
+
+/* One job per step (mxcc_parallel_chunks: mxcc's pool, or an OpenMP region where OpenMP is the engine) */
 static void for_cell_blocks(int N, int H, rnn_kind kind, cells_fn *cells, const void *s)
 {
     const int blocks_per_row = (H + CELL_BLOCK - 1) / CELL_BLOCK;
     const long blocks = (long)N * blocks_per_row;
-    const int nt = mxcc_threads_for_call(1, CELL_FLOPS[kind] * N * H);
-    #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (long b = 0; b < blocks; b++) {
-        const int n = (int)(b / blocks_per_row), k0 = (int)(b % blocks_per_row) * CELL_BLOCK;
-        cells(s, kind, n, k0, k0 + CELL_BLOCK < H ? k0 + CELL_BLOCK : H);
+    int nt = mxcc_threads_for_call(1, CELL_FLOPS[kind] * N * H);
+    if (nt > blocks) nt = (int)blocks;
+    cells_job job = {cells, s, kind, H, blocks_per_row, nt, blocks};
+    if (nt <= 1) {
+        cells_part(&job, 0, 0);
+        return;
     }
+    mxcc_parallel_chunks(nt, nt, cells_part, &job);
 }
 
 static void forward_cells(const void *p, rnn_kind kind, int n, int k0, int k1)

@@ -166,3 +166,13 @@ def test_model_parts_are_the_runtime_chunks(net, shapes, tmp_path):
             assert g in sim, f"{net} T={t}: {g} ({s.how}) ran no job"
             assert sim[g]["chunks"] == s.parts and sim[g]["jobs"] == s.jobs, (net, t, g, s.how, sim[g])
         assert set(sim) <= set(split), f"{net} T={t}: jobs the model does not predict: {set(sim) - set(split)}"
+
+
+def test_rnn_cell_split():
+    """rnn_f32.c for_cell_blocks: (batch row, 128 columns) blocks in contiguous ranges, one job per step, threads
+    by the FLOPs rule (an LSTM cell ~120 FLOPs); a row's last, narrower block weighs its columns."""
+    s = splits.rnn_cells_split("lstm", 3, 32, 512, 1, 4)
+    assert (s.parts, s.atoms, s.calls, s.jobs) == (3, 128, 3, 3) and sum(s.loads) == 32 * 512
+    s = splits.rnn_cells_split("lstm", 5, 64, 200, 2, 16)   # 2 blocks per row: 128 + 72 columns
+    assert s.atoms == 128 and sum(s.loads) == 64 * 200 and s.calls == 10
+    assert splits.rnn_cells_split("relu", 5, 32, 512, 1, 16).parts == 0   # 2 FLOPs a cell: serial

@@ -299,3 +299,41 @@ def test_three_bidirectional_layers_against_numpy(rng):
     fd = (loss(1e-6) - loss(-1e-6)) / 2e-6
     got = sum(float((exe.grad_dict[k].astype(np.float64) * v[k]).sum()) for k in vals)
     assert abs(got - fd) <= 1e-5 * abs(fd)
+
+
+@needs_gcc
+def test_inference_lstm_runs_on_the_pool(rng, tmp_path):
+    """An inference LSTM's steps are pool jobs (runtime_c/rnn/rnn_f32.c for_cell_blocks): the network selects
+    mxcc's pool; 1, 2 and 5 threads give the same bits, and so does the standalone program with OpenMP regions
+    (--no-pool); against a float64 numpy LSTM. N x H large enough for the cells to split (the FLOPs rule)."""
+    L, T, N, I, H = 1, 3, 32, 64, 512
+    P = 4 * H * (I + H + 2)
+    vals = {"data": rng.uniform(-1, 1, (T, N, I)), "params": rng.uniform(-0.1, 0.1, P),
+            "state": rng.uniform(-1, 1, (L, N, H)), "cell": rng.uniform(-1, 1, (L, N, H))}
+    vals = {k: v.astype(np.float32) for k, v in vals.items()}
+    net = sym.RNN(*[sym.var(k) for k in ("data", "params", "state", "cell")], mode="lstm", state_size=H,
+                  num_layers=L, name="rnn")
+    inputs = {k: v for k, v in vals.items() if k != "params"}
+    m = mxcc.compile(net, {k: v.shape for k, v in inputs.items()}, {"params": vals["params"]}, out_dir=tmp_path / "lstm",
+                     name="net")
+    c = (tmp_path / "lstm" / "net.c").read_text()
+    assert "mxcc_rnn_lstm_f32(" in c and "mxcc_pool_select(1)" in c
+    outs = {}
+    for t in (1, 2, 5):
+        m.set_num_threads(t)
+        outs[t] = m.forward(**inputs)[0].copy()
+    for t in (2, 5):
+        np.testing.assert_array_equal(outs[1], outs[t], err_msg=f"{t} threads")
+    f64 = {k: v.astype(np.float64) for k, v in vals.items()}
+    ref = _np_lstm(f64["data"], f64["params"], f64["state"], f64["cell"], L, 1, H)[0]
+    assert rel_err(outs[1], ref) <= FORWARD_TOL
+    for k, v in inputs.items():
+        np.save(tmp_path / f"{k}.npy", v)
+    args = [a for k in inputs for a in ("--input", f"{k}={tmp_path / f'{k}.npy'}")]
+    import subprocess
+    for engine in ("--pool", "--no-pool"):
+        out = tmp_path / f"y{engine}.npy"
+        subprocess.run([str(tmp_path / "lstm" / "net_bench"), "--iters", "1", "--warmup", "0", "--threads", "2",
+                        engine, "--params", str(tmp_path / "lstm" / "params.params"), *args, "--output", str(out)],
+                       check=True, capture_output=True, timeout=120)
+        np.testing.assert_array_equal(np.load(out), outs[1], err_msg=engine)
