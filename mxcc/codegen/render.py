@@ -78,11 +78,10 @@ SPMD = {
 
 
 # What in a kernel's C may open an OpenMP region (the generated loops not run in parts, and the runtime functions
-# that keep one: im2col/col2im, the depthwise backward's, training's gradient accumulation; the GEMM's shared-B
-# split only when OpenMP is selected). A network with none runs its parallel work on the pool. (The RNN's steps
-# are pool jobs: runtime_c/rnn/rnn_f32.c.)
-OPENMP_CALLS = ("#pragma omp parallel", "mxcc_im2col", "mxcc_col2im", "mxcc_conv_depthwise_backward",
-                "mxcc_accumulate_f32")
+# that keep one: the depthwise backward's, training's gradient accumulation; the GEMM's shared-B split only when
+# OpenMP is selected). A network with none runs its parallel work on the pool. (The RNN's steps and im2col /
+# col2im are pool jobs: runtime_c/rnn/rnn_f32.c, runtime_c/conv/im2col_f32.c.)
+OPENMP_CALLS = ("#pragma omp parallel", "mxcc_conv_depthwise_backward", "mxcc_accumulate_f32")
 
 
 def uses_pool(kernels: list[str], train: bool) -> bool:

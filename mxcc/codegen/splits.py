@@ -620,7 +620,15 @@ def call_split(call, T: int, isa: Isa | str) -> Split:
         if path == "gemm":
             s = gemm_split(_int(v["m"]), _int(v["n"]), _int(v["k"]), T, isa, prepacked=False)
             return Split(s.kernel, s.threads, s.parts, s.atoms, s.loads, s.how, calls=batch * _int(v["groups"]))
-        return Split("openmp", T, 0, 0, (), "im2col: OpenMP regions", calls=batch)
+        # im2col (im2col_f32.c): the column block's rows in contiguous parts, one job per image, every thread
+        # the call may use; then the GEMM's own jobs, not modelled here
+        g = _geom(v)
+        rows = g["channels"] * g["k"][0] * g["k"][1] * g["k"][2]
+        nt = min(T, rows) if par else 1
+        if nt <= 1:
+            return _serial("im2col", rows, float(rows), "serial (the GEMM aside)")
+        return Split("im2col", nt, nt, rows, tuple(float(e - b) for b, e in _ranges(rows, nt)),
+                     f"{rows} im2col rows in {nt} parts (the GEMM aside)", calls=batch)
     if t == "kernels/gemm.c.j2":
         m, n, k = _int(v["m"]), _int(v["n"]), _int(v["k"])
         trans_a = str(v["trans_a"]) == "MXCC_TRANS"

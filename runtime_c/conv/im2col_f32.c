@@ -15,6 +15,7 @@
 
 #include "mxcc_conv.h"
 #include "conv_internal.h"
+#include "../parallel.h"
 
 /* ---- im2col ------------------------------------------------------------------------------------------ */
 
@@ -55,15 +56,14 @@ static long ref_input_at(const mxcc_conv_geom *g, long r, long j)
     return inside ? (((long)c * D + id) * H + ih) * W + iw : -1;
 }
 
-void mxcc_im2col_block_f32(const mxcc_conv_geom *g, const float *x, long j0, long nj, float *col, int parallel)
+/* Rows [r0, r1) of the column block */
+static void im2col_rows(const mxcc_conv_geom *g, const float *x, long j0, long nj, float *col, int r0, int r1)
 {
     const int D = g->in[0], H = g->in[1], W = g->in[2];
     const int OH = g->out[1], OW = g->out[2];
     const int KD = g->k[0], KH = g->k[1], KW = g->k[2];
-    const int rows = g->channels * KD * KH * KW;
     const int sw = g->stride[2];
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int r = 0; r < rows; r++) {
+    for (int r = r0; r < r1; r++) {
         const int kw = r % KW, kh = (r / KW) % KH, kd = (r / (KW * KH)) % KD, c = r / (KW * KH * KD);
         const float *xc = x + (long)c * D * H * W;   /* (D, H, W) channel c */
         float *dst = col + (long)r * nj;             /* (nj,) row r of the block */
@@ -97,6 +97,43 @@ void mxcc_im2col_block_f32(const mxcc_conv_geom *g, const float *x, long j0, lon
     }
 }
 
+/* One job per call (mxcc_parallel_chunks: mxcc's pool, or an OpenMP region where OpenMP is the engine): a
+ * contiguous range of rows (im2col) or of channels (col2im) per part, as the static schedule had. */
+typedef struct cols_job {
+    const mxcc_conv_geom *g;
+    const float *src;
+    float *dst;
+    long j0, nj;
+    int units, parts;
+} cols_job;
+
+/* every thread the call may use (parallel: the engine's count), at most one per unit */
+static int cols_threads(int parallel, int units)
+{
+    const int nt = mxcc_threads_for_call(parallel, 2.0 * MXCC_GEMM_MIN_FLOPS_PER_THREAD * (double)units);
+    return nt < units ? nt : units;
+}
+
+static void im2col_part(void *arg, long part, int worker)
+{
+    const cols_job *j = arg;
+    (void)worker;
+    im2col_rows(j->g, j->src, j->j0, j->nj, j->dst, (int)mxcc_split_at(j->units, j->parts, (int)part),
+                (int)mxcc_split_at(j->units, j->parts, (int)part + 1));
+}
+
+void mxcc_im2col_block_f32(const mxcc_conv_geom *g, const float *x, long j0, long nj, float *col, int parallel)
+{
+    const int rows = g->channels * g->k[0] * g->k[1] * g->k[2];
+    const int nt = cols_threads(parallel, rows);
+    if (nt <= 1) {
+        im2col_rows(g, x, j0, nj, col, 0, rows);
+        return;
+    }
+    cols_job job = {g, x, col, j0, nj, rows, nt};
+    mxcc_parallel_chunks(nt, nt, im2col_part, &job);
+}
+
 void mxcc_im2col_block_f32_ref(const mxcc_conv_geom *g, const float *x, long j0, long nj, float *col, int parallel)
 {
     (void)parallel;
@@ -119,16 +156,15 @@ void mxcc_im2col_f32_ref(const mxcc_conv_geom *g, const float *x, float *col, in
 
 /* ---- col2im ------------------------------------------------------------------------------------------ */
 
-void mxcc_col2im_block_acc_f32(const mxcc_conv_geom *g, const float *col, long j0, long nj, float *x, int parallel)
+/* Channels [c0, c1): a part owns its channels' whole images, so the sums never race; each pixel receives its
+ * rows' contributions in row order, as in the reference */
+static void col2im_channels(const mxcc_conv_geom *g, const float *col, long j0, long nj, float *x, int c0, int c1)
 {
     const int D = g->in[0], H = g->in[1], W = g->in[2];
     const int OH = g->out[1], OW = g->out[2];
     const int KD = g->k[0], KH = g->k[1], KW = g->k[2];
     const int sw = g->stride[2];
-    /* one channel per iteration: a thread owns its channel's whole image, so the sums never race; each
-     * pixel receives its rows' contributions in row order, as in the reference */
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int c = 0; c < g->channels; c++) {
+    for (int c = c0; c < c1; c++) {
         float *xc = x + (long)c * D * H * W;   /* (D, H, W) */
         for (int kd = 0; kd < KD; kd++)
             for (int kh = 0; kh < KH; kh++)
@@ -152,6 +188,25 @@ void mxcc_col2im_block_acc_f32(const mxcc_conv_geom *g, const float *col, long j
                     }
                 }
     }
+}
+
+static void col2im_part(void *arg, long part, int worker)
+{
+    const cols_job *j = arg;
+    (void)worker;
+    col2im_channels(j->g, j->src, j->j0, j->nj, j->dst, (int)mxcc_split_at(j->units, j->parts, (int)part),
+                    (int)mxcc_split_at(j->units, j->parts, (int)part + 1));
+}
+
+void mxcc_col2im_block_acc_f32(const mxcc_conv_geom *g, const float *col, long j0, long nj, float *x, int parallel)
+{
+    const int nt = cols_threads(parallel, g->channels);
+    if (nt <= 1) {
+        col2im_channels(g, col, j0, nj, x, 0, g->channels);
+        return;
+    }
+    cols_job job = {g, col, x, j0, nj, g->channels, nt};
+    mxcc_parallel_chunks(nt, nt, col2im_part, &job);
 }
 
 void mxcc_col2im_block_acc_f32_ref(const mxcc_conv_geom *g, const float *col, long j0, long nj, float *x,

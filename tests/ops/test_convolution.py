@@ -255,3 +255,24 @@ def test_shape_and_attribute_errors():
     net = sym.Convolution(d, kernel=(3, 3), num_filter=4, workspace=512, cudnn_tune="fastest", cudnn_off=True,
                           layout="NCHW", name="c")
     assert net.infer_shape(data=(2, 3, 8, 8))[1] == [(2, 4, 6, 6)]
+
+
+@needs_gcc
+def test_im2col_path_on_the_pool(tmp_path):
+    """A grouped 3x3 convolution takes the im2col path, whose copies are pool jobs (im2col_f32.c): the network
+    selects mxcc's pool, 1, 2 and 5 threads give the same bits, against the numpy reference."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 32, 30, 30)).astype(np.float32)
+    w = (rng.standard_normal((64, 8, 3, 3)) * 0.2).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+    net = sym.Convolution(sym.var("data"), sym.var("w"), sym.var("b"), kernel=(3, 3), pad=(1, 1), num_filter=64,
+                          num_group=4, name="conv")
+    m = mxcc.compile(net, {"data": x.shape}, {"w": w, "b": b}, out_dir=tmp_path / "g", name="net")
+    c = (tmp_path / "g" / "net.c").read_text()
+    assert "mxcc_im2col_block_f32(" in c and "mxcc_pool_select(1)" in c
+    outs = {}
+    for t in (1, 2, 5):
+        m.set_num_threads(t)
+        outs[t] = m.forward(data=x)[0].copy()
+        np.testing.assert_array_equal(outs[1], outs[t], err_msg=f"{t} threads")
+    assert rel_err(outs[1], conv_ref(x, w, b, (1, 1), (1, 1), (1, 1), 4)) <= 1e-5
