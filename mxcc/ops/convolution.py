@@ -18,6 +18,10 @@ An ANCHOR: the GEMM epilogue adds the bias per output channel (a row of the GEMM
   packed     one group and a weight fixed at bind time (inference): the weight is packed once by <net>_prepare
              and the whole batch is one GEMM with output pixels as rows, gathered straight into the GEMM's
              packed panels (runtime_c/conv/conv_packed_f32.c); its scratch is per thread, in the context
+  dense      1x1, stride 1, pad 0, one group, a weight fixed at bind time, on a 1-pixel image (a classifier after
+             global pooling: MobileNet v2's 1280 -> 1000): FullyConnected's GEMM, out (N, O) = data (N, C) .
+             weight (O, C)^T, whose small-M path reads the weight's rows as they are (a GEMV streams the weight
+             once; the packed path computed 7 pixel rows for 1)
   gemm       1x1 kernel, stride 1, pad 0: out[n] (O, HW) = weight (O, C) . data[n] (C, HW), per group
   im2col     otherwise, block by block of output pixels: im2col of a block of data[n]'s columns into the
              workspace (C*K, NB), then one GEMM per group writing that block's NB output columns in place
@@ -39,6 +43,7 @@ from mxcc.ops import register
 from mxcc.ops._pack import conv1x1_weight, conv_direct_weight, gemm_pack_b, winograd_f43_weight
 from mxcc.ops._spatial import LAYOUTS, check_layout, conv_out, dilated, geom, per_image_epilogue, spatial
 from mxcc.ops.base import Fusion, OpDef
+from mxcc.ops.fully_connected import prepack_pays, small_m_packed, unpacked_rows
 
 PARALLEL_MIN_ELEMENTS = 1 << 15   # below this an OpenMP fork costs more than the loop
 # The same bound counted in multiply-adds, for the decision of a whole layer: counting only its input
@@ -189,7 +194,7 @@ def candidates(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> t
 
       depthwise (groups == C_in == C_out, 1-D/2-D)         depthwise
       one group, constant weight, 3x3 stride 1 dilation 1  winograd, packed, direct (C_in <= DIRECT_MAX_C)
-      one group, constant weight, 1x1 stride 1 pad 0       pointwise, packed, gemm
+      one group, constant weight, 1x1 stride 1 pad 0       dense (1-pixel images), pointwise, packed, gemm
       one group, constant weight, otherwise                packed, direct (1-D/2-D, C_in <= DIRECT_MAX_C)
       anything else (groups, a weight the forward computes) gemm (1x1 stride 1 pad 0) or im2col
 
@@ -202,7 +207,7 @@ def candidates(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> t
     if a.num_group != 1 or "weight" not in const:
         return ("gemm",) if plain else ("im2col",)
     if plain:
-        return ("pointwise", "packed", "gemm")
+        return (("dense",) if prod(x[2:]) == 1 else ()) + ("pointwise", "packed", "gemm")
     direct = ("direct",) if a.nsp <= 2 and x[1] <= DIRECT_MAX_C else ()
     if tuple(k) == (3, 3) and tuple(s) == (1, 1) and tuple(d) == (1, 1):
         return ("winograd", "packed") + direct
@@ -224,6 +229,8 @@ def heuristic(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> st
         return c[0]
     k, s, p, _ = a.geometry()
     plain = _plain_1x1(k, s, p)
+    if "dense" in c:
+        return "dense"
     if "direct" in c and x[1] <= DIRECT_FIRST_MAX_C:
         return "direct"
     if "winograd" in c and (prod(_out_spatial(a, x)) >= WINOGRAD_MIN_PIXELS or at_max(x[0]) >= WINOGRAD_MIN_BATCH):
@@ -253,6 +260,8 @@ def _lower(a: ConvAttrs, ctx):
     cg, og = c // g, o // g
     hw, ohw, k = prod(x[2:]), prod(y[2:]), prod(kern)
     kind = path(a, x, ctx.const)
+    if kind == "dense":
+        return _lower_dense(a, ctx, x)
     if kind in ("packed", "winograd", "pointwise", "direct"):
         return _lower_packed(a, ctx, x, y, kind)
     macs = x[0] * o * ohw * cg * k       # the layer's multiply-adds (depthwise: cg = 1)
@@ -301,6 +310,21 @@ def _lower_packed(a: ConvAttrs, ctx, x, y, kind: str):
         ep_per_image=False, parallel=cond_of(x[0] * ohw * k * o >= PARALLEL_MIN_MACS),
         thread_scratch=f"{fn}_scratch_floats(&{literal}, {x[0]}, {o}, threads)",
         what=f"{what}; stride {st} pad {p} dilate {d}")
+
+
+def _lower_dense(a: ConvAttrs, ctx, x):
+    """A 1x1 convolution of 1-pixel images is FullyConnected: data (N, C, 1..) is (N, C), out (N, O). Its GEMM and
+    its choice of small-M / prepacked paths are FullyConnected's (ops/fully_connected.py)."""
+    m, k, o = x[0], x[1], a.num_filter
+    return "kernels/gemm.c.j2", dict(
+        m=m, n=o, k=k, trans_a="MXCC_NO_TRANS", trans_b="MXCC_TRANS",
+        a="data", lda=k, b="weight", ldb=k, c="out", ldc=o, small_m=small_m_packed(m),
+        bp=ctx.packed_input("weight", gemm_pack_b(k, o, trans=True)) if prepack_pays(m, True, k) else None,
+        unpacked=unpacked_rows(m, k, False, True, prepack_pays(m, True, k)),
+        epilogue=ctx.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=False, ld_residual=o),
+        what=f"a 1x1 convolution of 1-pixel images as FullyConnected: out[{m},{o}] = data[{m},{k}] . "
+             f"weight[{o},{k}]^T",
+    )
 
 
 def _lower_pointwise(a: ConvAttrs, ctx, x, o: int, ohw: int):

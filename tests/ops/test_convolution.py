@@ -276,3 +276,26 @@ def test_im2col_path_on_the_pool(tmp_path):
         outs[t] = m.forward(data=x)[0].copy()
         np.testing.assert_array_equal(outs[1], outs[t], err_msg=f"{t} threads")
     assert rel_err(outs[1], conv_ref(x, w, b, (1, 1), (1, 1), (1, 1), 4)) <= 1e-5
+
+
+@needs_gcc
+@pytest.mark.parametrize("batch", [1, 3, 40])
+def test_dense_path_for_one_pixel_images(tmp_path, batch):
+    """A 1x1 convolution of 1-pixel images (a classifier after global pooling) runs as FullyConnected's GEMM: the
+    small-M path at batch 1 and 3, the prepacked one at 40; bias, a folded BatchNorm and relu fused; against the
+    numpy reference."""
+    rng = np.random.default_rng(batch)
+    x = rng.standard_normal((batch, 96, 1, 1)).astype(np.float32)
+    w = (rng.standard_normal((70, 96, 1, 1)) * 0.2).astype(np.float32)
+    b = rng.standard_normal(70).astype(np.float32)
+    bn = {k: rng.uniform(0.5, 1.5, 70).astype(np.float32) for k in ("gamma", "beta", "moving_mean", "moving_var")}
+    conv = sym.Convolution(sym.var("data"), sym.var("w"), sym.var("b"), kernel=(1, 1), num_filter=70, name="conv")
+    net = sym.relu(sym.BatchNorm(conv, name="bn", fix_gamma=False, eps=1e-3))
+    params = {"w": w, "b": b, **{f"bn_{k}": v for k, v in bn.items()}}
+    m = mxcc.compile(net, {"data": x.shape}, params, out_dir=tmp_path / "d", name="net")
+    assert "1x1 convolution of 1-pixel images as FullyConnected" in (tmp_path / "d" / "net.c").read_text()
+    y = conv_ref(x, w, b, (1, 1), (0, 0), (1, 1), 1)
+    sh = (1, 70, 1, 1)
+    want = np.maximum((y - bn["moving_mean"].reshape(sh)) / np.sqrt(bn["moving_var"].reshape(sh) + 1e-3)
+                      * bn["gamma"].reshape(sh) + bn["beta"].reshape(sh), 0)
+    assert rel_err(m.forward(data=x)[0], want) <= 1e-5
