@@ -29,8 +29,9 @@
  * contiguous ranges of the grid of both (packed_split). Weight panels over pixels that fit one block (stage 4
  * at batch 1: 4 pixel panels) take two jobs: the parts gather the block together, a channel slice each, then
  * each computes its weight panels against it (every part gathering the whole block, ResNet-18's stage-4 3x3
- * layer's 16 parts added up to 4.0 ms against 2.3 ms on one thread: 16-core Xeon, split simulator). Each output element is the same micro-kernel calls over K (sliced by K alone) whatever the
- * split, so the result does not depend on the thread count.
+ * layer's 16 parts added up to 4.0 ms against 2.3 ms on one thread: 16-core Xeon, split simulator). Each
+ * output element is the same micro-kernel calls over K (sliced by K alone) whatever the split, so the result
+ * does not depend on the thread count.
  */
 #include <string.h>
 

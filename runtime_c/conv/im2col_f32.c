@@ -97,9 +97,11 @@ static void im2col_rows(const mxcc_conv_geom *g, const float *x, long j0, long n
     }
 }
 
-/* One job per call (mxcc_parallel_chunks: mxcc's pool, or an OpenMP region where OpenMP is the engine): a
- * contiguous range of rows (im2col) or of channels (col2im) per part, as the static schedule had. */
+/* Units [u0, u1) of a column block: rows (im2col) or channels (col2im) */
+typedef void cols_range_fn(const mxcc_conv_geom *g, const float *src, long j0, long nj, float *dst, int u0, int u1);
+
 typedef struct cols_job {
+    cols_range_fn *range;
     const mxcc_conv_geom *g;
     const float *src;
     float *dst;
@@ -107,31 +109,33 @@ typedef struct cols_job {
     int units, parts;
 } cols_job;
 
-/* every thread the call may use (parallel: the engine's count), at most one per unit */
-static int cols_threads(int parallel, int units)
-{
-    const int nt = mxcc_threads_for_call(parallel, 2.0 * MXCC_GEMM_MIN_FLOPS_PER_THREAD * (double)units);
-    return nt < units ? nt : units;
-}
-
-static void im2col_part(void *arg, long part, int worker)
+static void cols_part(void *arg, long part, int worker)
 {
     const cols_job *j = arg;
     (void)worker;
-    im2col_rows(j->g, j->src, j->j0, j->nj, j->dst, (int)mxcc_split_at(j->units, j->parts, (int)part),
-                (int)mxcc_split_at(j->units, j->parts, (int)part + 1));
+    j->range(j->g, j->src, j->j0, j->nj, j->dst, (int)mxcc_split_at(j->units, j->parts, (int)part),
+             (int)mxcc_split_at(j->units, j->parts, (int)part + 1));
+}
+
+/* One job per call (mxcc_parallel_chunks: mxcc's pool, or an OpenMP region where OpenMP is the engine): a
+ * contiguous range of units per part, as the static schedule had; every thread the call may use (parallel: the
+ * engine's count), at most one per unit. */
+static void run_cols(cols_range_fn *range, const mxcc_conv_geom *g, const float *src, long j0, long nj, float *dst,
+                     int units, int parallel)
+{
+    int nt = mxcc_threads_for_call(parallel, 2.0 * MXCC_GEMM_MIN_FLOPS_PER_THREAD * (double)units);
+    if (nt > units) nt = units;
+    if (nt <= 1) {
+        range(g, src, j0, nj, dst, 0, units);
+        return;
+    }
+    cols_job job = {range, g, src, dst, j0, nj, units, nt};
+    mxcc_parallel_chunks(nt, nt, cols_part, &job);
 }
 
 void mxcc_im2col_block_f32(const mxcc_conv_geom *g, const float *x, long j0, long nj, float *col, int parallel)
 {
-    const int rows = g->channels * g->k[0] * g->k[1] * g->k[2];
-    const int nt = cols_threads(parallel, rows);
-    if (nt <= 1) {
-        im2col_rows(g, x, j0, nj, col, 0, rows);
-        return;
-    }
-    cols_job job = {g, x, col, j0, nj, rows, nt};
-    mxcc_parallel_chunks(nt, nt, im2col_part, &job);
+    run_cols(im2col_rows, g, x, j0, nj, col, g->channels * g->k[0] * g->k[1] * g->k[2], parallel);
 }
 
 void mxcc_im2col_block_f32_ref(const mxcc_conv_geom *g, const float *x, long j0, long nj, float *col, int parallel)
@@ -190,23 +194,9 @@ static void col2im_channels(const mxcc_conv_geom *g, const float *col, long j0, 
     }
 }
 
-static void col2im_part(void *arg, long part, int worker)
-{
-    const cols_job *j = arg;
-    (void)worker;
-    col2im_channels(j->g, j->src, j->j0, j->nj, j->dst, (int)mxcc_split_at(j->units, j->parts, (int)part),
-                    (int)mxcc_split_at(j->units, j->parts, (int)part + 1));
-}
-
 void mxcc_col2im_block_acc_f32(const mxcc_conv_geom *g, const float *col, long j0, long nj, float *x, int parallel)
 {
-    const int nt = cols_threads(parallel, g->channels);
-    if (nt <= 1) {
-        col2im_channels(g, col, j0, nj, x, 0, g->channels);
-        return;
-    }
-    cols_job job = {g, col, x, j0, nj, g->channels, nt};
-    mxcc_parallel_chunks(nt, nt, col2im_part, &job);
+    run_cols(col2im_channels, g, col, j0, nj, x, g->channels, parallel);
 }
 
 void mxcc_col2im_block_acc_f32_ref(const mxcc_conv_geom *g, const float *col, long j0, long nj, float *x,
