@@ -236,8 +236,8 @@ def gemm_row_split(M: int, N: int, K: int, T: int, isa: Isa, parallel: bool = Tr
 def _pw_panel_cost(np_: int, isa: Isa) -> int:
     """conv1x1_f32.c panel_cost: a pixel panel of np pixels in 1/24 of a full tile."""
     nr = 2 * isa.lanes
-    if np_ == nr:
-        return 24
+    if np_ >= nr:
+        return 24 + np_ - nr   # ride columns: one FMA per pixel and channel
     widths3 = isa.name == "avx512"
     cost, left = 0, np_
     while left > 0:
@@ -257,7 +257,9 @@ def _pw_units_cost(u0: int, u1: int, panels: int, tail: int) -> int:
 def conv1x1_split(batch: int, C: int, P: int, O: int, T: int, isa: Isa, parallel: bool = True) -> Split:
     """mxcc_conv1x1_f32: pixel panels (NR pixels of one image) x weight panels (MR channels)."""
     nr = 2 * isa.lanes
-    panels, nb = _cdiv(P, nr), _cdiv(O, isa.pw_mr)
+    ride = 4 if isa.name == "avx512" else 0   # RIDE_MAX: an image's last few pixels ride along the panel before
+    panels = P // nr if P > nr and 0 < P % nr <= ride else _cdiv(P, nr)
+    nb = _cdiv(O, isa.pw_mr)
     units = batch * panels
     atoms = units * nb
     nt = threads_for(2.0 * batch * P * O * C, T) if parallel else 1

@@ -18,7 +18,9 @@
  *
  * Tile: AVX-512 12 channels x 32 pixels (24 zmm accumulators), AVX2+FMA 6 x 16 (12 ymm), plain C 4 x 16.
  * A panel's last pixels (fewer than NR) run as row tiles of one vector per row (AVX-512: 16 or 8 lanes) while
- * more than COL_MAX are left, then as column tiles (one vector of output channels per pixel).
+ * more than COL_MAX are left, then as column tiles (one vector of output channels per pixel); on AVX-512 up to
+ * RIDE_MAX pixels after a row tile ride along it as such columns, and an image's last RIDE_MAX or fewer
+ * pixels along its previous full panel (RIDE_MAX).
  * Loop nest per thread: block of pixel panels (C x PW_BLOCK_FLOATS / C floats, kept in L2) -> weight panel
  * (C x MR, from L1/L2) -> pixel panel -> tile over all C, epilogue on the accumulators, store. The tiles
  * prefetch the next weight panel, during a block's first weight panel its next pixel panel, and during its
@@ -49,6 +51,18 @@
 #else
 #define MR 4
 #define MR_STEP 4
+#endif
+/* RIDE_MAX: up to this many pixels after a row tile ride along it as columns (one 16-lane FMA chain per pixel,
+ * lanes = the panel's MR output channels, the pixel's value broadcast) instead of running as a column tile of
+ * their own afterwards: a column tile reads the whole weight panel again and the pixels a row (or a line) per
+ * channel, and it cost out of all proportion (Intel Xeon model 167, 1 thread: 512->512 at 196 pixels 665 us
+ * against 583 at 192, 1024->1024 at 49 pixels 793 against 663 at 48). An image whose last panel would hold no
+ * more than RIDE_MAX pixels gives them to the panel before (14x14: 6 panels, the last of 36 pixels). AVX-512
+ * only: the ride needs RIDE_MAX registers beside a full tile's 24 accumulators, and AVX2 has 16. */
+#if defined(__AVX512F__)
+#define RIDE_MAX 4
+#else
+#define RIDE_MAX 0
 #endif
 #define VL MXCC_SIMD_SIZE_F32   /* lanes of the build's vector (simd.h): 16, 8, 8 */
 #define NV 2
@@ -177,6 +191,22 @@ typedef struct tile_ep {
         __builtin_prefetch(pf_x + (c) * pf_ld + 16, 0, 2); \
     } while (0)
 
+/* The ride columns' epilogue (scalar, as a column tile's): racc[j][r] = channel r of pixel j, stored at y[r, j];
+ * off = the columns' offset in the tile (its residual). The operations and their order those of the tiles. */
+static inline __attribute__((always_inline)) void ride_store(int rc, float racc[][16], int m, float *restrict y,
+                                                          long ldy, const tile_ep *e, int off)
+{
+    for (int r = 0; r < m; r++)
+        for (int j = 0; j < rc; j++) {
+            float v = racc[j][r];
+            if (e->scale) v *= e->scale[r];
+            if (e->shift) v += e->shift[r];
+            if (e->bias) v += e->bias[r];
+            if (e->res) v += e->res[r * e->ld + off + j];
+            y[r * ldy + j] = mxcc_act_f32x1((mxcc_act)e->act, e->alpha, e->lo, e->hi, v);
+        }
+}
+
 #if defined(__AVX2__) && defined(__FMA__)   /* also in AVX-512 builds: the quarter-width tile */
 /* The full tiles' common epilogues in straight-line code (no per-vector tests, accumulators kept in registers;
  * 32->64@112, 1 thread: 598 -> 558 us): y[r, :] = relu?(acc[r] * mul[r] + add[r]), a NULL mul / add not
@@ -197,13 +227,20 @@ static inline __attribute__((always_inline)) void store256(int mr, int nv, __m25
     }
 }
 
-static inline __attribute__((always_inline)) void tile256(int mr, int nv, int pf, long C, const float *restrict wp,
-                                                       const float *restrict bp, int m, int n, float *restrict y,
-                                                       long ldy, const tile_ep *e)
+static inline __attribute__((always_inline)) void tile256(int mr, int nv, int rc, int pf, long C,
+                                                       const float *restrict wp, const float *restrict bp, int m,
+                                                       int n, float *restrict y, long ldy, const tile_ep *e)
 {
     __m256 acc[MR][NV];
     UNROLLED for (int r = 0; r < mr; r++)
         UNROLLED for (int v = 0; v < nv; v++) acc[r][v] = _mm256_setzero_ps();
+#if RIDE_MAX > 0   /* AVX-512 builds: the quarter-width tile's ride columns on 16-lane registers, as in tile512 */
+    const int w8 = 8 * nv;
+    __m512 ride[RIDE_MAX + 1];
+    UNROLLED for (int j = 0; j < rc; j++) ride[j] = _mm512_setzero_ps();
+#else
+    (void)rc;
+#endif
     const long ldb = e->ldb, pf_ld = e->pf_ld;
     const float *const pf_w = e->pf_w, *const pf_x = e->pf_x;
     for (int r = 0; r < m; r++)   /* this tile's output lines, for writing: their misses overlap the FMAs */
@@ -217,7 +254,22 @@ static inline __attribute__((always_inline)) void tile256(int mr, int nv, int pf
             const __m256 w = _mm256_broadcast_ss(wp + c * MR + r);
             UNROLLED for (int v = 0; v < nv; v++) acc[r][v] = _mm256_fmadd_ps(w, b[v], acc[r][v]);
         }
+#if RIDE_MAX > 0
+        if (rc) {
+            const __m512 wv = _mm512_maskz_loadu_ps(mxcc_tail_f32x16(MR), wp + c * MR);
+            UNROLLED for (int j = 0; j < rc; j++)
+                ride[j] = _mm512_fmadd_ps(wv, _mm512_set1_ps(bp[c * ldb + w8 + j]), ride[j]);
+        }
+#endif
     }
+#if RIDE_MAX > 0
+    if (rc) {
+        float racc[RIDE_MAX + 1][16];
+        UNROLLED for (int j = 0; j < rc; j++) _mm512_storeu_ps(racc[j], ride[j]);
+        ride_store(rc, racc, m, y + w8, ldy, e, w8);
+        n = w8;
+    }
+#endif
     /* the epilogue's operands in locals: the stores to y could otherwise alias *e and reload them per vector */
     const float *const scale = e->scale, *const shift = e->shift, *const bias = e->bias, *const res = e->res;
     const long ld = e->ld;
@@ -270,13 +322,15 @@ static inline __attribute__((always_inline)) void store512(int mr, int nv, __m51
 
 /* y[r, 0:n] (row stride ldy) for r < m = wp (C, MR)^T . bp (C, NR), nv vectors per row (n <= nv * 16),
  * then the epilogue. */
-static inline __attribute__((always_inline)) void tile512(int mr, int nv, int pf, long C, const float *restrict wp,
-                                                       const float *restrict bp, int m, int n, float *restrict y,
-                                                       long ldy, const tile_ep *e)
+static inline __attribute__((always_inline)) void tile512(int mr, int nv, int rc, int pf, long C,
+                                                       const float *restrict wp, const float *restrict bp, int m,
+                                                       int n, float *restrict y, long ldy, const tile_ep *e)
 {
-    __m512 acc[MR][NV];
+    __m512 acc[MR][NV], ride[RIDE_MAX + 1];
+    const int w16 = 16 * nv;   /* the row part's pixels; rc ride columns after them */
     UNROLLED for (int r = 0; r < mr; r++)
         UNROLLED for (int v = 0; v < nv; v++) acc[r][v] = _mm512_setzero_ps();
+    UNROLLED for (int j = 0; j < rc; j++) ride[j] = _mm512_setzero_ps();
     const long ldb = e->ldb, pf_ld = e->pf_ld;
     const float *const pf_w = e->pf_w, *const pf_x = e->pf_x;
     for (int r = 0; r < m; r++)   /* this tile's output lines, for writing: their misses overlap the FMAs */
@@ -284,12 +338,27 @@ static inline __attribute__((always_inline)) void tile512(int mr, int nv, int pf
     UNROLL_C(CONV1X1_UNROLL)
     for (long c = 0; c < C; c++) {
         if (pf) TILE_PREFETCH(c);
+        /* the ride columns first, the panel row's MR weights times each pixel (one FMA chain per pixel): their
+         * weight vector is dead before the row part's pixels load. A full tile with 3 or 4 ride columns needs
+         * 31 of the 32 registers and GCC 12 keeps one or two accumulators on the stack; it still beats a
+         * column tile by far (see RIDE_MAX). */
+        if (rc) {
+            const __m512 wv = _mm512_maskz_loadu_ps(mxcc_tail_f32x16(MR), wp + c * MR);
+            UNROLLED for (int j = 0; j < rc; j++)
+                ride[j] = _mm512_fmadd_ps(wv, _mm512_set1_ps(bp[c * ldb + w16 + j]), ride[j]);
+        }
         __m512 b[NV];
         UNROLLED for (int v = 0; v < nv; v++) b[v] = _mm512_loadu_ps(bp + c * ldb + 16 * v);
         UNROLLED for (int r = 0; r < mr; r++) {
             const __m512 w = _mm512_set1_ps(wp[c * MR + r]);
             UNROLLED for (int v = 0; v < nv; v++) acc[r][v] = _mm512_fmadd_ps(w, b[v], acc[r][v]);
         }
+    }
+    if (rc) {
+        float racc[RIDE_MAX + 1][16];
+        UNROLLED for (int j = 0; j < rc; j++) _mm512_storeu_ps(racc[j], ride[j]);
+        ride_store(rc, racc, m, y + w16, ldy, e, w16);
+        n = w16;
     }
     /* the epilogue's operands in locals: the stores to y could otherwise alias *e and reload them per vector */
     const float *const scale = e->scale, *const shift = e->shift, *const bias = e->bias, *const res = e->res;
@@ -325,13 +394,13 @@ general:   /* as in tile256 */
 
 #if !defined(__AVX512F__) && !(defined(__AVX2__) && defined(__FMA__))
 /* Plain C: the accumulators in an array the compiler may vectorize; the epilogue after the store. */
-static inline void tile(int mr, int nv, int pf, long C, const float *restrict wp, const float *restrict bp, int m, int n,
-                        float *restrict y, long ldy, const tile_ep *e)
+static inline void tile(int mr, int nv, int rc, int pf, long C, const float *restrict wp, const float *restrict bp,
+                        int m, int n, float *restrict y, long ldy, const tile_ep *e)
 {
     float acc[MR][NR];
     const int w = nv * VL;
     const long ldb = e->ldb;
-    (void)mr; (void)pf;   /* MR_STEP = MR: one height; nothing prefetched */
+    (void)mr; (void)rc; (void)pf;   /* MR_STEP = MR: one height; no ride columns (RIDE_MAX 0); nothing prefetched */
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < w; j++) acc[r][j] = 0.0f;
     for (long c = 0; c < C; c++)
@@ -359,14 +428,23 @@ typedef void tile_fn(long C, const float *wp, const float *bp, int m, int n, flo
 #define TILE_FN(kernel, name, mr, nv) \
     static __attribute__((noinline)) void name(long C, const float *wp, const float *bp, int m, int n, float *y, \
                                                long ldy, const tile_ep *e) \
-    { kernel(mr, nv, 1, C, wp, bp, m, n, y, ldy, e); }
+    { kernel(mr, nv, 0, 1, C, wp, bp, m, n, y, ldy, e); }
 /* A full tile whose prefetch pointers are its own operands (most tiles: neither a block's first nor its last
  * weight panel, nor a weight panel's first pixel panel) runs without the three no-op prefetches per channel:
  * MobileNet 1.0's pointwise shapes alone 2-4% faster without them. */
 #define TILE_FN_NOPF(kernel, name, mr, nv) \
     static __attribute__((noinline)) void name##_np(long C, const float *wp, const float *bp, int m, int n, \
                                                     float *y, long ldy, const tile_ep *e) \
-    { kernel(mr, nv, 0, C, wp, bp, m, n, y, ldy, e); }
+    { kernel(mr, nv, 0, 0, C, wp, bp, m, n, y, ldy, e); }
+/* A row tile with rc ride columns after it (n = its width + rc) */
+#define RIDE_FN(kernel, name, mr, nv, rc) \
+    static __attribute__((noinline)) void name##_r##rc(long C, const float *wp, const float *bp, int m, int n, \
+                                                       float *y, long ldy, const tile_ep *e) \
+    { kernel(mr, nv, rc, 1, C, wp, bp, m, n, y, ldy, e); }
+#define RIDE_FNS(kernel, name, mr, nv) \
+    RIDE_FN(kernel, name, mr, nv, 1) RIDE_FN(kernel, name, mr, nv, 2) RIDE_FN(kernel, name, mr, nv, 3) \
+    RIDE_FN(kernel, name, mr, nv, 4)
+#define RIDES(name) {name##_r1, name##_r2, name##_r3, name##_r4}
 #if defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
 #define WIDTHS 3
 TILE_FN(tile256, t4q, 4, 1) TILE_FN(tile512, t4h, 4, 1) TILE_FN(tile512, t4f, 4, 2)
@@ -375,6 +453,11 @@ TILE_FN(tile256, t12q, 12, 1) TILE_FN(tile512, t12h, 12, 1) TILE_FN(tile512, t12
 static tile_fn *const TILES[][WIDTHS] = {{t4q, t4h, t4f}, {t8q, t8h, t8f}, {t12q, t12h, t12f}};
 TILE_FN_NOPF(tile512, t4f, 4, 2) TILE_FN_NOPF(tile512, t8f, 8, 2) TILE_FN_NOPF(tile512, t12f, 12, 2)
 static tile_fn *const FULL_NOPF[] = {t4f_np, t8f_np, t12f_np};
+RIDE_FNS(tile256, t4q, 4, 1) RIDE_FNS(tile512, t4h, 4, 1) RIDE_FNS(tile512, t4f, 4, 2)
+RIDE_FNS(tile256, t8q, 8, 1) RIDE_FNS(tile512, t8h, 8, 1) RIDE_FNS(tile512, t8f, 8, 2)
+RIDE_FNS(tile256, t12q, 12, 1) RIDE_FNS(tile512, t12h, 12, 1) RIDE_FNS(tile512, t12f, 12, 2)
+static tile_fn *const RIDE_TILES[][WIDTHS][RIDE_MAX] = {
+    {RIDES(t4q), RIDES(t4h), RIDES(t4f)}, {RIDES(t8q), RIDES(t8h), RIDES(t8f)}, {RIDES(t12q), RIDES(t12h), RIDES(t12f)}};
 #elif defined(__AVX512F__)
 #define WIDTHS 2
 TILE_FN(tile512, t4h, 4, 1) TILE_FN(tile512, t4f, 4, 2) TILE_FN(tile512, t8h, 8, 1) TILE_FN(tile512, t8f, 8, 2)
@@ -382,6 +465,10 @@ TILE_FN(tile512, t12h, 12, 1) TILE_FN(tile512, t12f, 12, 2)
 static tile_fn *const TILES[][WIDTHS] = {{t4h, t4f}, {t8h, t8f}, {t12h, t12f}};
 TILE_FN_NOPF(tile512, t4f, 4, 2) TILE_FN_NOPF(tile512, t8f, 8, 2) TILE_FN_NOPF(tile512, t12f, 12, 2)
 static tile_fn *const FULL_NOPF[] = {t4f_np, t8f_np, t12f_np};
+RIDE_FNS(tile512, t4h, 4, 1) RIDE_FNS(tile512, t4f, 4, 2) RIDE_FNS(tile512, t8h, 8, 1) RIDE_FNS(tile512, t8f, 8, 2)
+RIDE_FNS(tile512, t12h, 12, 1) RIDE_FNS(tile512, t12f, 12, 2)
+static tile_fn *const RIDE_TILES[][WIDTHS][RIDE_MAX] = {
+    {RIDES(t4h), RIDES(t4f)}, {RIDES(t8h), RIDES(t8f)}, {RIDES(t12h), RIDES(t12f)}};
 #elif defined(__AVX2__) && defined(__FMA__)
 #define WIDTHS 2
 TILE_FN(tile256, t2h, 2, 1) TILE_FN(tile256, t2f, 2, 2) TILE_FN(tile256, t4h, 4, 1) TILE_FN(tile256, t4f, 4, 2)
@@ -480,9 +567,10 @@ static inline __attribute__((always_inline)) void cols(int t, long C, const floa
 COLS_FN(1) COLS_FN(2) COLS_FN(3) COLS_FN(4) COLS_FN(5)
 static tile_fn *const COLS[COL_MAX + 1] = {0, cols_1, cols_2, cols_3, cols_4, cols_5};
 
-/* One weight panel (rows [o0, o0 + m)) over one pixel panel of np pixels: a full tile, or for a panel's last
- * pixels row tiles of 16 / 8 pixels (the narrowest that fit, AVX2: 8) while more than COL_MAX are left,
- * then column tiles. */
+/* One weight panel (rows [o0, o0 + m)) over one pixel panel of np pixels: a full tile (with np - NR ride
+ * columns: an image's last panel of NR + up to RIDE_MAX pixels), or for a panel's last pixels row tiles of 16 /
+ * 8 pixels (the narrowest that fit, AVX2: 8) while more than COL_MAX are left, a remainder of up to RIDE_MAX
+ * pixels riding along the last of them, then column tiles. */
 static void panel(long C, const float *w, const float *bp, int m, int np, float *y, long ldy, const tile_ep *e0)
 {
     tile_fn *const *row = TILES[(m - 1) / MR_STEP];
@@ -493,21 +581,38 @@ static void panel(long C, const float *w, const float *bp, int m, int np, float 
             row[WIDTHS - 1](C, w, bp, m, np, y, ldy, e0);
         return;
     }
+#if RIDE_MAX > 0
+    if (np > NR) {   /* a full tile with ride columns (as one 16-lane tile and one with the ride: 512->512 at
+                      * 196 pixels 651 -> 683 us, 1 thread) */
+        RIDE_TILES[(m - 1) / MR_STEP][WIDTHS - 1][np - NR - 1](C, w, bp, m, np, y, ldy, e0);
+        return;
+    }
+#endif
     tile_ep e = *e0;
     for (int j = 0; j < np;) {
         const int left = np - j;
-        int take;
+        int take, width = -1;
         tile_fn *fn;
         if (left <= COL_MAX) {
             take = left;
             fn = COLS[left];
         } else if (WIDTHS == 3 && left >= 16) {   /* AVX-512: one 16-lane vector per row */
             take = 16;
+            width = 1;
             fn = row[1];
         } else {                                   /* one 8-lane vector per row */
             take = left < 8 ? left : 8;
+            width = 0;
             fn = row[0];
         }
+#if RIDE_MAX > 0
+        if (width >= 0 && left - take > 0 && left - take <= RIDE_MAX) {
+            fn = RIDE_TILES[(m - 1) / MR_STEP][width][left - take - 1];
+            take = left;
+        }
+#else
+        (void)width;
+#endif
         e.res = e0->res ? e0->res + j : NULL;
         fn(C, w, bp + j, m, take, y + j, ldy, &e);
         j += take;
@@ -523,6 +628,19 @@ typedef struct problem {
     const mxcc_epilogue *ep; /* NULL or not a no-op */
     float *y;                /* (N, O, P) */
 } problem;
+
+/* Pixel panels per image: NR pixels each, the last one the rest (fewer than NR, or NR + up to RIDE_MAX) */
+static int image_panels(long P)
+{
+    const long r = P % NR;
+    return (int)(P > NR && r > 0 && r <= RIDE_MAX ? P / NR : (P + NR - 1) / NR);
+}
+
+/* The pixels of panel q of an image of P pixels in `panels` panels */
+static int panel_pixels(long P, int panels, long q)
+{
+    return (int)(q == panels - 1 ? P - q * NR : NR);
+}
 
 /* Pixel panels [u0, u1) of the batch (unit u = image u / panels, panel u % panels) x weight panels [b0, b1). */
 static void run_range(const problem *pb, float *restrict bp, long u0, long u1, int b0, int b1)
@@ -545,8 +663,9 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
         if (k > u1 - u) k = u1 - u;
         for (long j = 0; j < k; j++) {
             const long p0 = (q0 + j) * NR;
-            if (P - p0 >= NR) continue;   /* a full panel is read in place */
-            pack_pixels(C, P, pb->x + n * C * P, p0, (int)(P - p0), bp);
+            const int np = panel_pixels(P, pb->panels, q0 + j);
+            if (np >= NR) continue;   /* a full panel (and its ride columns) is read in place */
+            pack_pixels(C, P, pb->x + n * C * P, p0, np, bp);
         }
         /* the next block (its first k2 panels from image n2, panel q2), fetched during the last weight panel */
         const long u2 = u + k, n2 = u2 / pb->panels, q2 = u2 % pb->panels;
@@ -561,7 +680,7 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
             const float *w_next = b + 1 < b1 ? w + C * MR : k2 ? pb->wp + (long)b0 * C * MR : w;
             for (long j = 0; j < k; j++) {
                 const long p0 = (q0 + j) * NR;
-                const int np = (int)(P - p0 < NR ? P - p0 : NR);
+                const int np = panel_pixels(P, pb->panels, q0 + j);
                 float *y = pb->y + (n * pb->O + o0) * P + p0;   /* (m, np) at row stride P */
                 if (ep) {
                     e.scale = ep->scale ? ep->scale + o0 : NULL;
@@ -570,8 +689,8 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
                     e.res = ep->residual ? ep->residual + (n * pb->O + o0) * (long)ep->ld_residual + p0 : NULL;
                 }
                 /* a full panel in place (rows P apart), the image's last one from its copy */
-                const float *src = np == NR ? pb->x + n * C * P + p0 : bp;
-                e.ldb = np == NR ? P : NR;
+                const float *src = np >= NR ? pb->x + n * C * P + p0 : bp;
+                e.ldb = np >= NR ? P : NR;
                 e.pf_w = j == 0 ? w_next : w;
                 e.pf_x = src;
                 e.pf_ld = e.ldb;
@@ -599,7 +718,7 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
  * COL_SPLIT: bound by the FMA throughput, not its latency). */
 static long panel_cost(int np)
 {
-    if (np == NR) return 24;
+    if (np >= NR) return 24 + (np - NR);   /* ride columns: one FMA per pixel and channel, as a column tile's */
     long cost = 0;
     for (int left = np; left > 0;) {
         if (left <= COL_MAX) return cost + left;   /* at least 4 chains (COL_SPLIT): throughput-bound */
@@ -705,7 +824,7 @@ void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const floa
                       float *y, float *scratch, int parallel)
 {
     if (batch <= 0 || P <= 0 || O <= 0) return;
-    const int panels = (P + NR - 1) / NR, nb = (O + MR - 1) / MR;
+    const int panels = image_panels(P), nb = (O + MR - 1) / MR;
     const long units = (long)batch * panels;
     const problem pb = {C, P, O, panels, x, wp, ep && !mxcc_epilogue_is_noop(ep) ? ep : NULL, y};
     const long per_thread = thread_floats(C);
@@ -725,7 +844,7 @@ void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const floa
      * units and weight panels are both few for the threads (14x14 on 16 threads), its parts as even in cost as
      * contiguous ranges allow (grid_split: a short last panel per image costs less). codegen/splits.py models
      * this choice. */
-    const long last = P - (long)(panels - 1) * NR, tail = panel_cost((int)last);
+    const long tail = panel_cost(panel_pixels(P, panels, panels - 1));
     long busiest = 0;
     for (int t = 0; t < nt; t++) {
         const long c = units_cost(mxcc_split_at(units, nt, t), mxcc_split_at(units, nt, t + 1), panels, tail);

@@ -85,10 +85,13 @@ def test_conv1x1_matches_numpy(isa, shape):
     prob.check(prob.run(parallel=0))
 
 
+@pytest.mark.parametrize("P", [37, 36, 52])
 @pytest.mark.parametrize("ep,act", EPILOGUE_CASES, ids=lambda v: "+".join(v) if isinstance(v, tuple) else v)
-def test_conv1x1_epilogue(isa, ep, act):
-    # batch 2, P = 37 (a full and a partial panel per image), O = 14 (a partial weight panel on every ISA)
-    prob = Pointwise(*isa, 2, 9, 37, 14, ep=ep, act=act, seed=5)
+def test_conv1x1_epilogue(isa, ep, act, P):
+    # batch 2, O = 14 (a partial weight panel on every ISA); P = 37: a full and a partial panel per image (a
+    # column tile of 5 on AVX-512); 36: one panel of 32 + 4 ride columns (AVX-512); 52: a full panel and a
+    # 16-pixel row tile with 4 ride columns
+    prob = Pointwise(*isa, 2, 9, P, 14, ep=ep, act=act, seed=5)
     prob.check(prob.run(parallel=1, threads=2))
 
 
