@@ -61,6 +61,7 @@ class Plan:
     lower_bound_bytes: int = 0
     strategy: str = ""
     inplace: tuple = ()      # (value, value whose storage it reuses) pairs
+    slices: tuple = ()       # (value, concatenation output, byte offset): written in place in that output
     live: dict = field(default_factory=dict)   # (node, index) -> (first step, last step) of arena values
     folded: tuple = ()       # FusedGroups of folded nodes, run by <net>_prepare in this order (not in graph.groups)
     derived_buffers: tuple[BufferSlot, ...] = ()   # their values in ctx->derived; live over prepare steps

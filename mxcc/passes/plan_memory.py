@@ -9,6 +9,9 @@ among equal sizes; all first-fit on offsets, as TFLite's "offset calculation") a
 then, within that arena, each buffer moves to the free range used least recently (`_least_recently_used`: no
 kernel writes over what the one before it read, which costs cross-core invalidations on several threads). With plan=False every buffer gets its own range (naive).
 Elementwise kernels reuse the storage of an input that dies at their step (in-place, `plan.inplace`).
+With `concat_in_place` (inference plans of a fixed batch), a concatenation whose inputs are each one contiguous
+range of its output (nothing but 1s before the axis) has them written there by the kernels that compute them
+(`plan.slices`): its copies vanish (codegen/lower.py drops a copy whose source is its destination).
 Sizes use each value's real dtype. Folded groups (phase "prepare", passes/fold_constants.py) leave
 `graph.groups` for `plan.folded`: their values are placed the same way in ctx->derived (`plan.derived_buffers`,
 Location.derived), never in the arena; those the forward reads stay live to the end.
@@ -94,7 +97,7 @@ def _view_source(graph: Graph, r: Ref, grouped: frozenset[int] | None = None) ->
 
 
 def plan_memory(graph: Graph, enabled: bool = True, state_names: tuple[str, ...] = (),
-                accumulate: frozenset[str] = frozenset()) -> Plan:
+                accumulate: frozenset[str] = frozenset(), concat_in_place: bool = False) -> Plan:
     assert graph.groups is not None, "plan_memory requires the fuse pass"
     folded = tuple(g for g in graph.groups if graph.nodes[g.anchor].phase == PREPARE)
     graph = graph.with_nodes(graph.nodes, groups=tuple(g for g in graph.groups if g not in folded))
@@ -120,7 +123,8 @@ def plan_memory(graph: Graph, enabled: bool = True, state_names: tuple[str, ...]
         if key in out_slot:
             locations[key] = Location(slot=out_slot[key])
             del vals[key]
-    placed, offset, strategy, inplace = _allocate(graph, vals, enabled)
+    slices = _concat_slices(graph, vals) if enabled and concat_in_place else {}
+    placed, offset, strategy, inplace = _allocate(graph, vals, enabled, slices)
     for key in vals:
         locations[key] = Location(offset=offset[key])
     derived, dvals, doffset, dinplace = _plan_derived(graph, folded, enabled)
@@ -143,6 +147,7 @@ def plan_memory(graph: Graph, enabled: bool = True, state_names: tuple[str, ...]
     return Plan(graph=graph, slots=slots, buffers=tuple(placed), locations=locations, workspaces=workspaces,
                 arena_bytes=arena, naive_bytes=naive, lower_bound_bytes=lower, strategy=strategy,
                 inplace=inplace + dinplace, live={k: (v[2], v[3]) for k, v in vals.items() if k[1] >= 0},
+                slices=tuple((vals[k][0], vals[o][0], off) for k, (o, off) in slices.items()),
                 folded=folded, derived_buffers=tuple(derived),
                 derived_bytes=max((b.offset + _align(b.nbytes) for b in derived), default=0))
 
@@ -160,20 +165,68 @@ def _peak_bytes(buffers, steps: int) -> int:
     return peak
 
 
-def _allocate(graph: Graph, vals: dict, enabled: bool):
+def _allocate(graph: Graph, vals: dict, enabled: bool, slices: dict | None = None):
     """Place `vals` ((node, index) -> (name, bytes, first step, last step)) in one region: in-place chains
-    share a buffer, then first-fit. -> (placed buffers, key -> offset, strategy, in-place name pairs)."""
-    root = _inplace_roots(graph, vals) if enabled else {k: k for k in vals}
+    share a buffer, a chain ending in a value of `slices` (value -> (concatenation output, byte offset)) lives
+    at its offset in that output's buffer (live from the chain's first write), then first-fit.
+    -> (placed buffers, key -> offset, strategy, in-place name pairs)."""
+    slices = slices or {}
+    # a sliced value, and an output holding slices, lend their bytes to no later elementwise kernel: it would
+    # write over a slice another value still holds
+    keep = frozenset(slices) | frozenset(o for o, _ in slices.values())
+    root = _inplace_roots(graph, vals, keep) if enabled else {k: k for k in vals}
+    home = {root[k]: where for k, where in slices.items()}   # chain -> (output, offset): the sliced value ends it
+
+    def base(k):   # (the buffer's key, byte offset in it); nested concatenations add their offsets
+        r = root[k]
+        if r not in home:
+            return r, 0
+        b, off = base(home[r][0])
+        return b, off + home[r][1]
+
+    where = {k: base(k) for k in vals}
     merged: dict[tuple, list] = {}
     for key, (name, nbytes, lo, hi) in vals.items():
-        r = merged.setdefault(root[key], [vals[root[key]][0], nbytes, lo, hi])
+        b = where[key][0]
+        r = merged.setdefault(b, [vals[b][0], vals[b][1], lo, hi])
         r[2], r[3] = min(r[2], lo), max(r[3], hi)
     roots = list(merged)
     buffers = [BufferSlot(m[0], -1, m[1], m[2], m[3]) for m in (merged[r] for r in roots)]
     placed, strategy = _place(buffers, enabled)
     offset = {r: b.offset for r, b in zip(roots, placed)}
     inplace = tuple(sorted((vals[k][0], vals[root[k]][0]) for k in vals if root[k] != k))
-    return placed, {k: offset[root[k]] for k in vals}, strategy, inplace
+    return placed, {k: offset[where[k][0]] + where[k][1] for k in vals}, strategy, inplace
+
+
+def _concat_slices(graph: Graph, vals: dict) -> dict:
+    """value key -> (Concat output key, byte offset): the inputs of each concatenation (a kernel of its own)
+    whose inputs are each one contiguous range of its output (the dimensions before the axis all 1, the axis
+    not the first: a fixed batch of 1), all computed by kernels into the arena, distinct, on 64-byte
+    boundaries, and none already a slice of another. All of a concatenation's inputs or none."""
+    from math import prod
+    grouped = grouped_nodes(graph)
+    slices: dict = {}
+    for g in graph.groups:
+        node = graph.nodes[g.anchor]
+        if len(g.members) != 1 or node.opdef.name != "Concat" or g.outputs[0].key not in vals:
+            continue
+        out = g.outputs[0].key
+        shape = graph.type_of(g.outputs[0]).shape
+        ax = node.params.dim + len(shape) if node.params.dim < 0 else node.params.dim
+        if ax == 0 or prod(shape[:ax]) != 1:
+            continue
+        srcs = [_view_source(graph, r, grouped).key for r in node.inputs]
+        offs, off = [], 0
+        for r, src in zip(node.inputs, srcs):
+            if src not in vals or src in slices or off % ALIGN or vals[src][1] != graph.type_of(r).nbytes:
+                break
+            offs.append(off)
+            off += vals[src][1]
+        if len(offs) != len(srcs) or len(set(srcs)) != len(srcs) or off != vals[out][1]:
+            continue
+        for src, o in zip(srcs, offs):
+            slices[src] = (out, o)
+    return slices
 
 
 def _plan_derived(graph: Graph, folded: tuple, enabled: bool):
@@ -218,10 +271,11 @@ def _live_ranges(graph: Graph) -> dict[tuple[int, int], tuple[str, int, int, int
     return {k: tuple(v) for k, v in vals.items()}
 
 
-def _inplace_roots(graph: Graph, vals) -> dict:
+def _inplace_roots(graph: Graph, vals, keep: frozenset = frozenset()) -> dict:
     """Elementwise kernels write over an input that dies at their step (same size): out shares its slot.
 
-    Only kernels whose every member declares `inplace` (pure elementwise: out[i] depends on in[i] alone)."""
+    Only kernels whose every member declares `inplace` (pure elementwise: out[i] depends on in[i] alone), and
+    never over a value in `keep`."""
     root = {k: k for k in vals}
     grouped = grouped_nodes(graph)
     for step, g in enumerate(graph.groups):
@@ -237,7 +291,8 @@ def _inplace_roots(graph: Graph, vals) -> dict:
                 if r.node in inside:
                     continue
                 src = _view_source(graph, r, grouped).key
-                if src in vals and vals[src][3] == step and vals[src][1] == vals[out][1] and root[out] == out:
+                if (src in vals and src not in keep and vals[src][3] == step and vals[src][1] == vals[out][1]
+                        and root[out] == out):
                     root[out] = root[src]
     # path-compress chains (a <- b <- c)
     for k in root:

@@ -209,3 +209,76 @@ def test_model_zoo_arenas_reach_their_lower_bound(net, shape):
     from mxcc_testing import DATA
     p = inspect_network(DATA / "models" / net / f"{net}-symbol.json", {"data": shape}, CompileOptions())
     assert p["arena_bytes"] <= 1.05 * p["lower_bound_bytes"], p["strategy"]
+
+
+def _dense_block():
+    """Two dense-block layers (DenseNet: each layer's input is the concatenation of every earlier output), an
+    in-place chain (conv -> relu) ending in a slice, and a slice read again while the concatenations holding it
+    are live (exp(c0), elementwise: it could write over its input's bytes; in this order with schedule=False)."""
+    with sym.NameManager():
+        x = sym.var("data")
+        a = sym.Convolution(x, kernel=(1, 1), num_filter=16, name="c0")
+        b = sym.relu(sym.Convolution(a, kernel=(3, 3), pad=(1, 1), num_filter=16, name="c1"))
+        cat1 = sym.concat(a, b, dim=1, name="cat1")
+        d = sym.relu(sym.Convolution(cat1, kernel=(1, 1), num_filter=16, name="c2"))
+        cat2 = sym.concat(cat1, d, dim=1, name="cat2")
+        e = sym.Convolution(sym.exp(a), kernel=(1, 1), num_filter=16, name="ce")
+        cat3 = sym.concat(cat2, e, dim=1, name="cat3")
+        return sym.Convolution(cat3, kernel=(1, 1), num_filter=4, name="out")
+
+
+def _params(net, shapes, seed=0):
+    rng = np.random.default_rng(seed)
+    args, _, _ = net.infer_shape(**shapes)
+    return {n: (rng.standard_normal(s) * 0.3).astype(np.float32)
+            for n, s in zip(net.list_arguments(), args) if n not in shapes}
+
+
+def test_concat_inputs_are_slices_of_its_output():
+    """Each concatenation's inputs live at their offsets in its output (nested: cat1 inside cat2), so the
+    concatenation copies nothing; no two values live at one step share bytes unless one is a slice of the
+    other; a batch of 2 (each input several rows of the output) and training plans keep the copies."""
+    from mxcc.codegen.lower import lower
+    net = _dense_block()
+    plan = run_pipeline(net.graph, {"data": (1, 3, 8, 8)}, CompileOptions(schedule=False))
+    g = plan.graph
+    assert [grp.name for grp in g.groups].index("exp0") > [grp.name for grp in g.groups].index("cat2")
+    slices = {v: (o, off) for v, o, off in plan.slices}
+    assert slices == {"c0_output": ("cat1_output", 0), "relu0_output": ("cat1_output", 4096),
+                      "cat1_output": ("cat2_output", 0), "relu1_output": ("cat2_output", 8192),
+                      "cat2_output": ("cat3_output", 0), "ce_output": ("cat3_output", 12288)}
+    calls = {c.group: c for c in lower(plan, "net")}
+    assert all(calls[c].vars["copies"] == [] for c in ("cat1", "cat2", "cat3"))
+    span = {}
+    for k, (lo, hi) in plan.live.items():
+        off = plan.locations[k].offset
+        span[g.output_name(Ref(*k))] = (off, off + g.type_of(Ref(*k)).nbytes, lo, hi)
+
+    def inside(a, b):   # a is (transitively) a slice of b
+        while a in slices:
+            a = slices[a][0]
+            if a == b:
+                return True
+        return False
+    for a, (alo, ahi, s0, e0) in span.items():
+        for b, (blo, bhi, s1, e1) in span.items():
+            if a < b and s0 <= e1 and s1 <= e0 and alo < bhi and blo < ahi:
+                assert inside(a, b) or inside(b, a) or (a, b) in plan.inplace or (b, a) in plan.inplace, (a, b)
+    assert not run_pipeline(net.graph, {"data": (2, 3, 8, 8)}, CompileOptions()).slices
+    assert not run_pipeline(net.graph, {"data": (1, 3, 8, 8)}, CompileOptions(train=True)).slices
+    assert not run_pipeline(net.graph, {"data": (1, 3, 8, 8)}, CompileOptions(plan=False)).slices
+
+
+@needs_gcc
+def test_concat_in_place_computes_what_the_copies_do():
+    """The network with its concatenations in place (and every kernel's output NaN-filled before it runs, so a
+    slice its kernel did not write would show) against the same network planned without sharing (plan=False:
+    every value its own bytes, the copies made)."""
+    net = _dense_block()
+    shapes = {"data": (1, 3, 8, 8)}
+    params = _params(net, shapes)
+    x = np.random.default_rng(1).standard_normal(shapes["data"]).astype(np.float32)
+    m = mxcc.compile(net, shapes, params, poison=True, schedule=False)
+    assert (m.dir / f"{m.name}.c").read_text().count("2 of 2 inputs written in place by their kernels") == 3
+    want = mxcc.compile(net, shapes, params, plan=False).forward(data=x)[0]
+    np.testing.assert_array_equal(m.forward(data=x)[0], want)
