@@ -22,7 +22,7 @@ class CompileOptions:
     isa: str = "native"           # -march value: "native", or e.g. "x86-64" for the scalar fallback
     opt_level: str = "-O3"
     cc: str = "gcc"
-    sanitize: bool = False        # -fsanitize=address,undefined (tests)
+    sanitize: bool = False        # -fsanitize=address,undefined at -O1, whatever opt_level (tests)
     dynamic_batch: bool = False   # --dynamic-batch: the batch of each input (its leading dimension, or the one
                                   # marked '?') is a maximum; a call runs any batch 1..it (passes/infer_batch.py)
     poison: bool = False          # tests (MXCC_POISON=1): before each call the arena, the kernels' scratch,
