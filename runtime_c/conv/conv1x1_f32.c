@@ -213,11 +213,15 @@ static inline __attribute__((always_inline)) void ride_store(int rc, float racc[
 
 #if defined(__AVX2__) && defined(__FMA__)   /* also in AVX-512 builds: the quarter-width tile */
 /* The full tiles' common epilogues in straight-line code (no per-vector tests, accumulators kept in registers;
- * 32->64@112, 1 thread: 598 -> 558 us): y[r, :] = relu?(acc[r] * mul[r] + add[r]), a NULL mul / add not
- * applied, the operations and their order those of the general epilogue. */
+ * 32->64@112, 1 thread: 598 -> 558 us): y[r, :] = act(acc[r] * mul[r] + add[r]), a NULL mul / add not
+ * applied, act none, relu or clip (MobileNet v2's relu6: its 14x14 expansions 96->576 spent ~10% in the
+ * general epilogue), the operations and their order those of the general epilogue. */
+enum { EP_NONE, EP_RELU, EP_CLIP };
 static inline __attribute__((always_inline)) void store256(int mr, int nv, __m256 acc[MR][NV], float *restrict y,
-                                                        long ldy, const float *mul, const float *add, int relu)
+                                                        long ldy, const float *mul, const float *add, int act,
+                                                        float lo, float hi)
 {
+    const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
     UNROLLED for (int r = 0; r < mr; r++) {
         const __m256 s = mul ? _mm256_set1_ps(mul[r]) : _mm256_setzero_ps(), t = add ? _mm256_set1_ps(add[r])
                                                                                        : _mm256_setzero_ps();
@@ -225,11 +229,24 @@ static inline __attribute__((always_inline)) void store256(int mr, int nv, __m25
             __m256 a = acc[r][v];
             if (mul) a = _mm256_mul_ps(a, s);
             if (add) a = _mm256_add_ps(a, t);
-            if (relu) a = mxcc_relu_f32x8(a);
+            if (act == EP_RELU) a = mxcc_relu_f32x8(a);
+            if (act == EP_CLIP) a = mxcc_clip_f32x8(a, vlo, vhi);
             _mm256_storeu_ps(y + r * ldy + 8 * v, a);
         }
     }
 }
+
+/* The straight-line epilogue's activation for act, or -1 when it takes the general one */
+static inline int straight_act(mxcc_act act)
+{
+    return act == MXCC_ACT_NONE ? EP_NONE : act == MXCC_ACT_RELU ? EP_RELU : act == MXCC_ACT_CLIP ? EP_CLIP : -1;
+}
+
+/* The full tile's straight-line epilogue (BatchNorm, bias, or neither; no residual): whether it applied */
+#define STRAIGHT_STORE(store, mr, nv, acc, y, ldy) ( \
+    (scale && shift && !bias) ? (store(mr, nv, acc, y, ldy, scale, shift, sa, lo, hi), 1) : \
+    (!scale && !shift && bias) ? (store(mr, nv, acc, y, ldy, NULL, bias, sa, lo, hi), 1) : \
+    (!scale && !shift && !bias) ? (store(mr, nv, acc, y, ldy, NULL, NULL, sa, lo, hi), 1) : 0)
 
 static inline __attribute__((always_inline)) void tile256(int mr, int nv, int rc, int pf, long C,
                                                        const float *restrict wp, const float *restrict bp, int m,
@@ -279,15 +296,10 @@ static inline __attribute__((always_inline)) void tile256(int mr, int nv, int rc
     const long ld = e->ld;
     const mxcc_act act = (mxcc_act)e->act;
     const float alpha = e->alpha, lo = e->lo, hi = e->hi;
-    if (m == mr && n == 8 * nv && !res && (act == MXCC_ACT_NONE || act == MXCC_ACT_RELU)) {
-        const int relu = act == MXCC_ACT_RELU;   /* as in tile512 */
-        if (scale && shift && !bias) store256(mr, nv, acc, y, ldy, scale, shift, relu);
-        else if (!scale && !shift && bias) store256(mr, nv, acc, y, ldy, NULL, bias, relu);
-        else if (!scale && !shift && !bias) store256(mr, nv, acc, y, ldy, NULL, NULL, relu);
-        else goto general;
+    const int sa = straight_act(act);   /* as in tile512 */
+    if (m == mr && n == 8 * nv && !res && sa >= 0 && STRAIGHT_STORE(store256, mr, nv, acc, y, ldy))
         return;
-    }
-general:   /* unrolled with tests, not loops to m and n: acc is indexed by constants only (UNROLLED) */
+    /* unrolled with tests, not loops to m and n: acc is indexed by constants only (UNROLLED) */
     UNROLLED for (int r = 0; r < mr; r++) {
         UNROLLED for (int v = 0; v < nv; v++) {
             const int left = n - 8 * v;
@@ -309,8 +321,10 @@ general:   /* unrolled with tests, not loops to m and n: acc is indexed by const
 #if defined(__AVX512F__)
 /* store256 on 16 lanes */
 static inline __attribute__((always_inline)) void store512(int mr, int nv, __m512 acc[MR][NV], float *restrict y,
-                                                        long ldy, const float *mul, const float *add, int relu)
+                                                        long ldy, const float *mul, const float *add, int act,
+                                                        float lo, float hi)
 {
+    const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
     UNROLLED for (int r = 0; r < mr; r++) {
         const __m512 s = mul ? _mm512_set1_ps(mul[r]) : _mm512_setzero_ps(), t = add ? _mm512_set1_ps(add[r])
                                                                                        : _mm512_setzero_ps();
@@ -318,7 +332,8 @@ static inline __attribute__((always_inline)) void store512(int mr, int nv, __m51
             __m512 a = acc[r][v];
             if (mul) a = _mm512_mul_ps(a, s);
             if (add) a = _mm512_add_ps(a, t);
-            if (relu) a = mxcc_relu_f32x16(a);
+            if (act == EP_RELU) a = mxcc_relu_f32x16(a);
+            if (act == EP_CLIP) a = mxcc_clip_f32x16(a, vlo, vhi);
             _mm512_storeu_ps(y + r * ldy + 16 * v, a);
         }
     }
@@ -369,16 +384,11 @@ static inline __attribute__((always_inline)) void tile512(int mr, int nv, int rc
     const long ld = e->ld;
     const mxcc_act act = (mxcc_act)e->act;
     const float alpha = e->alpha, lo = e->lo, hi = e->hi;
-    if (m == mr && n == 16 * nv && !res && (act == MXCC_ACT_NONE || act == MXCC_ACT_RELU)) {
-        /* the common full tiles in straight-line code, the same operations in the same order */
-        const int relu = act == MXCC_ACT_RELU;
-        if (scale && shift && !bias) store512(mr, nv, acc, y, ldy, scale, shift, relu);   /* BatchNorm */
-        else if (!scale && !shift && bias) store512(mr, nv, acc, y, ldy, NULL, bias, relu);
-        else if (!scale && !shift && !bias) store512(mr, nv, acc, y, ldy, NULL, NULL, relu);
-        else goto general;
+    /* the common full tiles in straight-line code, the same operations in the same order */
+    const int sa = straight_act(act);
+    if (m == mr && n == 16 * nv && !res && sa >= 0 && STRAIGHT_STORE(store512, mr, nv, acc, y, ldy))
         return;
-    }
-general:   /* as in tile256 */
+    /* as in tile256 */
     UNROLLED for (int r = 0; r < mr; r++) {
         UNROLLED for (int v = 0; v < nv; v++) {
             const int left = n - 16 * v;
@@ -662,9 +672,14 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
     /* Rows that do not start on a cache line (14x14 and 7x7 images: 784 and 196 bytes apart, or a misaligned
      * input) make 3 in 4 of the tiles' pixel loads split over two lines: a block's panels are copied into
      * aligned (C, NR) panels first, once for all its weight panels (Intel Xeon model 167, 1 thread:
-     * 512->512 over 192 of 196-float rows 637 us in place, 580 over 192-float rows). Aligned rows are read in
-     * place (an image's short last panel is copied all the same: its vectors would run past the row). */
-    const int copy_all = P % 16 != 0 || ((uintptr_t)pb->x & 63) != 0;
+     * 512->512 over 192 of 196-float rows 637 us in place, 580 over 192-float rows), when there are
+     * PW_COPY_MIN_NB of those to pay for the copy (copied / in place: 960->320@7 208 / 212 us, 960->160@7
+     * 110 / 110, 576->96@14 142 / 137, SqueezeNet's 64->16@55 65 / 53). Aligned rows are read in place (an
+     * image's short last panel is copied all the same: its vectors would run past the row). */
+#ifndef PW_COPY_MIN_NB
+#define PW_COPY_MIN_NB 12
+#endif
+    const int copy_all = (P % 16 != 0 || ((uintptr_t)pb->x & 63) != 0) && b1 - b0 >= PW_COPY_MIN_NB;
     for (long u = u0; u < u1;) {
         /* block: panels [u, u + k) of image n; copied to bp at j * C * NR as copy_all or a short panel asks */
         const long n = u / pb->panels, q0 = u % pb->panels;

@@ -42,7 +42,7 @@ int main(int argc, char **argv)
          * pixel panels or, with few pixels, by weight panels; past 64 channels an image takes several packed blocks */
         const int big = t % 5 == 1;
         const int batch = rand_int(s, 1, 3), C = big ? rand_int(s, 30, 300) : rand_int(s, 1, 40);
-        const int O = big ? rand_int(s, 50, 100) : rand_int(s, 1, 40);
+        const int O = big ? rand_int(s, 50, 200) : rand_int(s, 1, 40);   /* >= 144: rows copied (PW_COPY_MIN_NB) */
         const long P = t % 4 == 0 ? rand_int(s, 1, 3) : big ? rand_int(s, 20, 400) : rand_int(s, 1, 150);
         float *x = rand_buf(s, batch * C * P), *w = rand_buf(s, (long)O * C);
         float *scale = rand_buf(s, O), *shift = rand_buf(s, O), *bias = rand_buf(s, O);

@@ -95,6 +95,17 @@ def test_conv1x1_epilogue(isa, ep, act, P):
     prob.check(prob.run(parallel=1, threads=2))
 
 
+@pytest.mark.parametrize("ep", [("scale", "shift"), ("bias",), ()], ids=lambda v: "+".join(v) or "none")
+@pytest.mark.parametrize("act", ["NONE", "RELU", "CLIP"])
+def test_conv1x1_straight_line_epilogues(isa, ep, act):
+    # full tiles (P = 64: two panels of 32; O = 24 and 144: whole weight panels on every ISA): the epilogues
+    # stored by straight-line code, each activation; P = 196 with 12 weight panels copies its pixel panels
+    # (rows not 64-byte aligned, PW_COPY_MIN_NB)
+    for P, O in ((64, 24), (196, 144)):
+        prob = Pointwise(*isa, 1, 20, P, O, ep=ep, act=act, seed=7)
+        prob.check(prob.run(parallel=0))
+
+
 @pytest.mark.parametrize("shape", [(1, 48, 400, 40),    # 13 pixel panels: split by pixels
                                    (1, 64, 49, 128),    # 2 panels, 11+ weight panels: split by weights
                                    (3, 16, 70, 50),
