@@ -258,7 +258,11 @@ static inline __attribute__((always_inline)) void tile256(int mr, int nv, int rc
 #if RIDE_MAX > 0   /* AVX-512 builds: the quarter-width tile's ride columns on 16-lane registers, as in tile512 */
     const int w8 = 8 * nv;
     __m512 ride[RIDE_MAX + 1];
-    UNROLLED for (int j = 0; j < rc; j++) ride[j] = _mm512_setzero_ps();
+    long roff[RIDE_MAX + 1];
+    UNROLLED for (int j = 0; j < rc; j++) {
+        ride[j] = _mm512_setzero_ps();
+        roff[j] = w8 + (j < n - w8 ? j : n - w8 - 1);
+    }
 #else
     (void)rc;
 #endif
@@ -279,7 +283,7 @@ static inline __attribute__((always_inline)) void tile256(int mr, int nv, int rc
         if (rc) {
             const __m512 wv = _mm512_maskz_loadu_ps(mxcc_tail_f32x16(MR), wp + c * MR);
             UNROLLED for (int j = 0; j < rc; j++)
-                ride[j] = _mm512_fmadd_ps(wv, _mm512_set1_ps(bp[c * ldb + w8 + j]), ride[j]);
+                ride[j] = _mm512_fmadd_ps(wv, _mm512_set1_ps(bp[c * ldb + roff[j]]), ride[j]);
         }
 #endif
     }
@@ -287,7 +291,7 @@ static inline __attribute__((always_inline)) void tile256(int mr, int nv, int rc
     if (rc) {
         float racc[RIDE_MAX + 1][16];
         UNROLLED for (int j = 0; j < rc; j++) _mm512_storeu_ps(racc[j], ride[j]);
-        ride_store(rc, racc, m, y + w8, ldy, e, w8);
+        ride_store(n - w8, racc, m, y + w8, ldy, e, w8);
         n = w8;
     }
 #endif
@@ -346,10 +350,14 @@ static inline __attribute__((always_inline)) void tile512(int mr, int nv, int rc
                                                        int n, float *restrict y, long ldy, const tile_ep *e)
 {
     __m512 acc[MR][NV], ride[RIDE_MAX + 1];
-    const int w16 = 16 * nv;   /* the row part's pixels; rc ride columns after them */
+    const int w16 = 16 * nv;   /* the row part's pixels; n - w16 ride columns after them, on rc chains */
+    long roff[RIDE_MAX + 1];
     UNROLLED for (int r = 0; r < mr; r++)
         UNROLLED for (int v = 0; v < nv; v++) acc[r][v] = _mm512_setzero_ps();
-    UNROLLED for (int j = 0; j < rc; j++) ride[j] = _mm512_setzero_ps();
+    UNROLLED for (int j = 0; j < rc; j++) {
+        ride[j] = _mm512_setzero_ps();
+        roff[j] = w16 + (j < n - w16 ? j : n - w16 - 1);   /* chains past the columns repeat the last one */
+    }
     const long ldb = e->ldb, pf_ld = e->pf_ld;
     const float *const pf_w = e->pf_w, *const pf_x = e->pf_x;
     for (int r = 0; r < m; r++)   /* this tile's output lines, for writing: their misses overlap the FMAs */
@@ -364,7 +372,7 @@ static inline __attribute__((always_inline)) void tile512(int mr, int nv, int rc
         if (rc) {
             const __m512 wv = _mm512_maskz_loadu_ps(mxcc_tail_f32x16(MR), wp + c * MR);
             UNROLLED for (int j = 0; j < rc; j++)
-                ride[j] = _mm512_fmadd_ps(wv, _mm512_set1_ps(bp[c * ldb + w16 + j]), ride[j]);
+                ride[j] = _mm512_fmadd_ps(wv, _mm512_set1_ps(bp[c * ldb + roff[j]]), ride[j]);
         }
         __m512 b[NV];
         UNROLLED for (int v = 0; v < nv; v++) b[v] = _mm512_loadu_ps(bp + c * ldb + 16 * v);
@@ -376,7 +384,7 @@ static inline __attribute__((always_inline)) void tile512(int mr, int nv, int rc
     if (rc) {
         float racc[RIDE_MAX + 1][16];
         UNROLLED for (int j = 0; j < rc; j++) _mm512_storeu_ps(racc[j], ride[j]);
-        ride_store(rc, racc, m, y + w16, ldy, e, w16);
+        ride_store(n - w16, racc, m, y + w16, ldy, e, w16);
         n = w16;
     }
     /* the epilogue's operands in locals: the stores to y could otherwise alias *e and reload them per vector */
@@ -450,15 +458,17 @@ typedef void tile_fn(long C, const float *wp, const float *bp, int m, int n, flo
     static __attribute__((noinline)) void name##_np(long C, const float *wp, const float *bp, int m, int n, \
                                                     float *y, long ldy, const tile_ep *e) \
     { kernel(mr, nv, 0, 0, C, wp, bp, m, n, y, ldy, e); }
-/* A row tile with rc ride columns after it (n = its width + rc) */
+/* A row tile with ride columns after it (n = its width + 1..RIDE_MAX) on rc FMA chains: one column on 1, two to
+ * four on 4 (the chains past the columns repeat the last one, discarded): two instances per tile, not four
+ * (the 36 of heights 4, 8, 12 x 3 widths x 4 counts took conv1x1_f32.c's compile from 3 s to 14). Heights 8
+ * and 12 only: a 4-row panel (O <= 4) takes a column tile. RIDE_INDEX: the instance for a count. */
 #define RIDE_FN(kernel, name, mr, nv, rc) \
     static __attribute__((noinline)) void name##_r##rc(long C, const float *wp, const float *bp, int m, int n, \
                                                        float *y, long ldy, const tile_ep *e) \
     { kernel(mr, nv, rc, 1, C, wp, bp, m, n, y, ldy, e); }
-#define RIDE_FNS(kernel, name, mr, nv) \
-    RIDE_FN(kernel, name, mr, nv, 1) RIDE_FN(kernel, name, mr, nv, 2) RIDE_FN(kernel, name, mr, nv, 3) \
-    RIDE_FN(kernel, name, mr, nv, 4)
-#define RIDES(name) {name##_r1, name##_r2, name##_r3, name##_r4}
+#define RIDE_FNS(kernel, name, mr, nv) RIDE_FN(kernel, name, mr, nv, 1) RIDE_FN(kernel, name, mr, nv, 4)
+#define RIDES(name) {name##_r1, name##_r4}
+#define RIDE_INDEX(cols) ((cols) > 1)
 #if defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
 #define WIDTHS 3
 TILE_FN(tile256, t4q, 4, 1) TILE_FN(tile512, t4h, 4, 1) TILE_FN(tile512, t4f, 4, 2)
@@ -467,11 +477,10 @@ TILE_FN(tile256, t12q, 12, 1) TILE_FN(tile512, t12h, 12, 1) TILE_FN(tile512, t12
 static tile_fn *const TILES[][WIDTHS] = {{t4q, t4h, t4f}, {t8q, t8h, t8f}, {t12q, t12h, t12f}};
 TILE_FN_NOPF(tile512, t4f, 4, 2) TILE_FN_NOPF(tile512, t8f, 8, 2) TILE_FN_NOPF(tile512, t12f, 12, 2)
 static tile_fn *const FULL_NOPF[] = {t4f_np, t8f_np, t12f_np};
-RIDE_FNS(tile256, t4q, 4, 1) RIDE_FNS(tile512, t4h, 4, 1) RIDE_FNS(tile512, t4f, 4, 2)
 RIDE_FNS(tile256, t8q, 8, 1) RIDE_FNS(tile512, t8h, 8, 1) RIDE_FNS(tile512, t8f, 8, 2)
 RIDE_FNS(tile256, t12q, 12, 1) RIDE_FNS(tile512, t12h, 12, 1) RIDE_FNS(tile512, t12f, 12, 2)
-static tile_fn *const RIDE_TILES[][WIDTHS][RIDE_MAX] = {
-    {RIDES(t4q), RIDES(t4h), RIDES(t4f)}, {RIDES(t8q), RIDES(t8h), RIDES(t8f)}, {RIDES(t12q), RIDES(t12h), RIDES(t12f)}};
+static tile_fn *const RIDE_TILES[][WIDTHS][2] = {
+    {{0, 0}, {0, 0}, {0, 0}}, {RIDES(t8q), RIDES(t8h), RIDES(t8f)}, {RIDES(t12q), RIDES(t12h), RIDES(t12f)}};
 #elif defined(__AVX512F__)
 #define WIDTHS 2
 TILE_FN(tile512, t4h, 4, 1) TILE_FN(tile512, t4f, 4, 2) TILE_FN(tile512, t8h, 8, 1) TILE_FN(tile512, t8f, 8, 2)
@@ -479,10 +488,8 @@ TILE_FN(tile512, t12h, 12, 1) TILE_FN(tile512, t12f, 12, 2)
 static tile_fn *const TILES[][WIDTHS] = {{t4h, t4f}, {t8h, t8f}, {t12h, t12f}};
 TILE_FN_NOPF(tile512, t4f, 4, 2) TILE_FN_NOPF(tile512, t8f, 8, 2) TILE_FN_NOPF(tile512, t12f, 12, 2)
 static tile_fn *const FULL_NOPF[] = {t4f_np, t8f_np, t12f_np};
-RIDE_FNS(tile512, t4h, 4, 1) RIDE_FNS(tile512, t4f, 4, 2) RIDE_FNS(tile512, t8h, 8, 1) RIDE_FNS(tile512, t8f, 8, 2)
-RIDE_FNS(tile512, t12h, 12, 1) RIDE_FNS(tile512, t12f, 12, 2)
-static tile_fn *const RIDE_TILES[][WIDTHS][RIDE_MAX] = {
-    {RIDES(t4h), RIDES(t4f)}, {RIDES(t8h), RIDES(t8f)}, {RIDES(t12h), RIDES(t12f)}};
+RIDE_FNS(tile512, t8h, 8, 1) RIDE_FNS(tile512, t8f, 8, 2) RIDE_FNS(tile512, t12h, 12, 1) RIDE_FNS(tile512, t12f, 12, 2)
+static tile_fn *const RIDE_TILES[][WIDTHS][2] = {{{0, 0}, {0, 0}}, {RIDES(t8h), RIDES(t8f)}, {RIDES(t12h), RIDES(t12f)}};
 #elif defined(__AVX2__) && defined(__FMA__)
 #define WIDTHS 2
 TILE_FN(tile256, t2h, 2, 1) TILE_FN(tile256, t2f, 2, 2) TILE_FN(tile256, t4h, 4, 1) TILE_FN(tile256, t4f, 4, 2)
@@ -514,6 +521,7 @@ static inline __attribute__((always_inline)) void cols(int t, long C, const floa
 {
     float acc[COL_MAX][16];   /* acc[j][r]: pixel j, channel r */
     const int S = COL_SPLIT(t);
+    const long ldb = e->ldb;   /* NR for a copied panel; P (or NR + 16) for an image's last panel with rides */
     const long C0 = C / S * S;   /* channels [0, C0) in the S chains, then the rest in chain 0 */
 #if defined(__AVX512F__)
     const __mmask16 rows = mxcc_tail_f32x16(MR);
@@ -524,11 +532,11 @@ static inline __attribute__((always_inline)) void cols(int t, long C, const floa
         UNROLLED for (int s = 0; s < S; s++) {
             const __m512 w = _mm512_maskz_loadu_ps(rows, wp + (c + s) * MR);
             UNROLLED for (int j = 0; j < t; j++)
-                a[s][j] = _mm512_fmadd_ps(w, _mm512_set1_ps(bp[(c + s) * NR + j]), a[s][j]);
+                a[s][j] = _mm512_fmadd_ps(w, _mm512_set1_ps(bp[(c + s) * ldb + j]), a[s][j]);
         }
     for (long c = C0; c < C; c++) {
         const __m512 w = _mm512_maskz_loadu_ps(rows, wp + c * MR);
-        UNROLLED for (int j = 0; j < t; j++) a[0][j] = _mm512_fmadd_ps(w, _mm512_set1_ps(bp[c * NR + j]), a[0][j]);
+        UNROLLED for (int j = 0; j < t; j++) a[0][j] = _mm512_fmadd_ps(w, _mm512_set1_ps(bp[c * ldb + j]), a[0][j]);
     }
     UNROLLED for (int j = 0; j < t; j++) {
         if (S == 4) a[0][j] = _mm512_add_ps(_mm512_add_ps(a[0][j], a[1][j]), _mm512_add_ps(a[2][j], a[3][j]));
@@ -544,11 +552,11 @@ static inline __attribute__((always_inline)) void cols(int t, long C, const floa
         UNROLLED for (int s = 0; s < S; s++) {
             const __m256 w = _mm256_maskload_ps(wp + (c + s) * MR, rows);
             UNROLLED for (int j = 0; j < t; j++)
-                a[s][j] = _mm256_fmadd_ps(w, _mm256_set1_ps(bp[(c + s) * NR + j]), a[s][j]);
+                a[s][j] = _mm256_fmadd_ps(w, _mm256_set1_ps(bp[(c + s) * ldb + j]), a[s][j]);
         }
     for (long c = C0; c < C; c++) {
         const __m256 w = _mm256_maskload_ps(wp + c * MR, rows);
-        UNROLLED for (int j = 0; j < t; j++) a[0][j] = _mm256_fmadd_ps(w, _mm256_set1_ps(bp[c * NR + j]), a[0][j]);
+        UNROLLED for (int j = 0; j < t; j++) a[0][j] = _mm256_fmadd_ps(w, _mm256_set1_ps(bp[c * ldb + j]), a[0][j]);
     }
     UNROLLED for (int j = 0; j < t; j++) {
         if (S == 4) a[0][j] = _mm256_add_ps(_mm256_add_ps(a[0][j], a[1][j]), _mm256_add_ps(a[2][j], a[3][j]));
@@ -561,7 +569,7 @@ static inline __attribute__((always_inline)) void cols(int t, long C, const floa
         for (int r = 0; r < MR; r++) acc[j][r] = 0.0f;
     for (long c = 0; c < C; c++)
         for (int j = 0; j < t; j++)
-            for (int r = 0; r < MR; r++) acc[j][r] += wp[c * MR + r] * bp[c * NR + j];
+            for (int r = 0; r < MR; r++) acc[j][r] += wp[c * MR + r] * bp[c * ldb + j];
 #endif
     for (int r = 0; r < m; r++)
         for (int j = 0; j < t; j++) {
@@ -596,9 +604,10 @@ static void panel(long C, const float *w, const float *bp, int m, int np, float 
         return;
     }
 #if RIDE_MAX > 0
-    if (np > NR) {   /* a full tile with ride columns (as one 16-lane tile and one with the ride: 512->512 at
-                      * 196 pixels 651 -> 683 us, 1 thread) */
-        RIDE_TILES[(m - 1) / MR_STEP][WIDTHS - 1][np - NR - 1](C, w, bp, m, np, y, ldy, e0);
+    tile_fn *const full_ride = np > NR ? RIDE_TILES[(m - 1) / MR_STEP][WIDTHS - 1][RIDE_INDEX(np - NR)] : 0;
+    if (full_ride) {   /* a full tile with ride columns (as one 16-lane tile and one with the ride: 512->512 at
+                        * 196 pixels 651 -> 683 us, 1 thread) */
+        full_ride(C, w, bp, m, np, y, ldy, e0);
         return;
     }
 #endif
@@ -620,8 +629,9 @@ static void panel(long C, const float *w, const float *bp, int m, int np, float 
             fn = row[0];
         }
 #if RIDE_MAX > 0
-        if (width >= 0 && left - take > 0 && left - take <= RIDE_MAX) {
-            fn = RIDE_TILES[(m - 1) / MR_STEP][width][left - take - 1];
+        if (width >= 0 && left - take > 0 && left - take <= RIDE_MAX &&
+            RIDE_TILES[(m - 1) / MR_STEP][width][RIDE_INDEX(left - take)]) {
+            fn = RIDE_TILES[(m - 1) / MR_STEP][width][RIDE_INDEX(left - take)];
             take = left;
         }
 #else

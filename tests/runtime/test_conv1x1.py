@@ -76,7 +76,10 @@ class Pointwise:
 SHAPES = [(1, 1, 1, 1), (3, 5, 1, 13), (1, 19, 33, 29), (3, 7, 49, 12), (1, 32, 196, 64), (2, 3, 47, 5),
           (1, 64, 100, 25), (1, 130, 17, 7), (3, 2, 65, 40),
           (1, 7, 34, 13), (2, 9, 35, 14),   # column tiles of 2 and 3 pixels, odd C: the split sums' last channel
-          (2, 300, 300, 20)]   # 6 panels per block (PW_BLOCK_FLOATS), 10 per image: 2 blocks per image
+          (2, 300, 300, 20),   # 6 panels per block (PW_BLOCK_FLOATS), 10 per image: 2 blocks per image
+          # ride columns (AVX-512): an 8-lane tile + 1 (P = 9), 16 + 8 + 1 (25), 16 + 4 (20); an image's last
+          # 4 pixels with a 4-row weight panel (O = 3: no ride instance, row and column tiles on its rows)
+          (1, 5, 9, 20), (1, 6, 25, 16), (1, 5, 20, 24), (2, 9, 36, 3)]
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "n{}c{}p{}o{}".format(*s))
