@@ -195,9 +195,10 @@ typedef struct tile_ep {
         __builtin_prefetch(pf_x + (c) * pf_ld + 16, 0, 2); \
     } while (0)
 
-/* The ride columns' epilogue (scalar, as a column tile's): racc[j][r] = channel r of pixel j, stored at y[r, j];
- * off = the columns' offset in the tile (its residual). The operations and their order those of the tiles. */
-static inline __attribute__((always_inline)) void ride_store(int rc, float racc[][16], int m, float *restrict y,
+/* The epilogue of columns (scalar): racc[j][r] = channel r of pixel j, stored at y[r, j]; off = the columns'
+ * offset in the tile (its residual). A column tile's and the ride columns'; the operations and their order
+ * those of the row tiles. */
+static inline __attribute__((always_inline)) void store_columns(int rc, float racc[][16], int m, float *restrict y,
                                                           long ldy, const tile_ep *e, int off)
 {
     for (int r = 0; r < m; r++)
@@ -291,7 +292,7 @@ static inline __attribute__((always_inline)) void tile256(int mr, int nv, int rc
     if (rc) {
         float racc[RIDE_MAX + 1][16];
         UNROLLED for (int j = 0; j < rc; j++) _mm512_storeu_ps(racc[j], ride[j]);
-        ride_store(n - w8, racc, m, y + w8, ldy, e, w8);
+        store_columns(n - w8, racc, m, y + w8, ldy, e, w8);
         n = w8;
     }
 #endif
@@ -384,7 +385,7 @@ static inline __attribute__((always_inline)) void tile512(int mr, int nv, int rc
     if (rc) {
         float racc[RIDE_MAX + 1][16];
         UNROLLED for (int j = 0; j < rc; j++) _mm512_storeu_ps(racc[j], ride[j]);
-        ride_store(n - w16, racc, m, y + w16, ldy, e, w16);
+        store_columns(n - w16, racc, m, y + w16, ldy, e, w16);
         n = w16;
     }
     /* the epilogue's operands in locals: the stores to y could otherwise alias *e and reload them per vector */
@@ -571,15 +572,7 @@ static inline __attribute__((always_inline)) void cols(int t, long C, const floa
         for (int j = 0; j < t; j++)
             for (int r = 0; r < MR; r++) acc[j][r] += wp[c * MR + r] * bp[c * ldb + j];
 #endif
-    for (int r = 0; r < m; r++)
-        for (int j = 0; j < t; j++) {
-            float v = acc[j][r];
-            if (e->scale) v *= e->scale[r];
-            if (e->shift) v += e->shift[r];
-            if (e->bias) v += e->bias[r];
-            if (e->res) v += e->res[r * e->ld + j];
-            y[r * ldy + j] = mxcc_act_f32x1((mxcc_act)e->act, e->alpha, e->lo, e->hi, v);
-        }
+    store_columns(t, acc, m, y, ldy, e, 0);
 }
 
 #define COLS_FN(t) \
