@@ -26,13 +26,17 @@ _Static_assert(MR == 14 && NR == 32, "the AVX-512 kernel reads 14 x 32 panels (g
  * late unroller, acc stays an array on the stack, zeroed there and stored and reloaded around the k loop. */
 #define UNROLLED _Pragma("GCC unroll 16")
 
-/* The tile over k. WIDE == 0: only vector 0 of each row (a tile with n <= 16). R: the rows computed, MR or
- * HALF for a tile of m <= HALF rows (half the FMAs: ResNet's 7x7 layers are 49 = 3 x 14 + 7 pixel rows).
+/* The tile over k. WIDE == 0: only vector 0 of each row (a tile with n <= 16). R: the rows computed, MR,
+ * HALF for a tile of m <= HALF rows (half the FMAs: ResNet's 7x7 layers are 49 = 3 x 14 + 7 pixel rows) or
+ * QUARTER for m <= QUARTER.
  * m rows are stored (the rest of the accumulators are discarded), each with `mask` on its last vector: all
  * ones for a full tile. R, WIDE and FULL are constants at every call site (always_inline), so each variant
  * is straight-line code and the accumulator array lives in registers. Each stored element is the same
  * sequence of FMAs in every variant. */
 #define HALF (MR / 2)
+/* A last panel of 1-4 rows (169 = 12 x 14 + 1 pixels of a 13x13 image, the MLP's batch 256 = 18 x 14 + 4): 8
+ * accumulators, two FMAs per cycle through their 4-cycle latency, against the half tile's 14 */
+#define QUARTER 4
 static inline __attribute__((always_inline)) void tile_14x32(const int R, const int WIDE, const int FULL, int k,
                                                               const float *restrict ap,
                                                               const float *restrict bp, float *restrict c,
@@ -93,6 +97,9 @@ void mxcc_ukernel_f32_14x32_avx512f(int k, const float *ap, const float *bp, flo
 {
     if (m == MR && n == NR) {
         tile_14x32(MR, 1, 1, k, ap, bp, c, ldc, MR, 0xFFFF, beta);
+    } else if (m <= QUARTER) {
+        if (n > 16) tile_14x32(QUARTER, 1, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << (n - 16)) - 1), beta);
+        else tile_14x32(QUARTER, 0, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << n) - 1), beta);
     } else if (m <= HALF) {
         if (n > 16) tile_14x32(HALF, 1, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << (n - 16)) - 1), beta);
         else tile_14x32(HALF, 0, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << n) - 1), beta);
