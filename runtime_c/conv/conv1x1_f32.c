@@ -10,11 +10,13 @@
  *   W  packed once at bind time by mxcc_conv1x1_pack_w_f32: ceil(O / MR) panels (C, MR) sharing the O rows
  *      (panel_rows), rows past a panel's height zero;
  *      each k step broadcasts MR weights of one panel row.
- *   x  read in place: a full panel is NR consecutive pixels of each of the C rows (row stride P). Only a
- *      panel with the image's last pixels (fewer than NR) is copied into a zero-padded (C, NR) panel of the
+ *   x  read in place: a full panel is NR consecutive pixels of each of the C rows (row stride P). A panel
+ *      with the image's last pixels (fewer than NR) is copied into a zero-padded (C, NR) panel of the
  *      thread's scratch, as all panels once were: reading in place saves that copy, 1-4% (C driver, 1 thread,
- *      best of 15, in cache / caches flushed: 32->64@112 609/631 -> 596/627 us, 128->128@56 987/1024 ->
- *      948/963, 256->256@28 936/955 -> 925/939, 512->512@14 913/966 -> 906/966).
+ *      AMD Zen 4, best of 15, in cache / caches flushed: 32->64@112 609/631 -> 596/627 us, 128->128@56
+ *      987/1024 -> 948/963, 256->256@28 936/955 -> 925/939, 512->512@14 913/966 -> 906/966) where the rows
+ *      start on cache lines; where they do not (14x14, 7x7), a block's panels are copied (run_range:
+ *      PW_COPY_MIN_NB).
  *
  * Tile: AVX-512 12 channels x 32 pixels (24 zmm accumulators), AVX2+FMA 6 x 16 (12 ymm), plain C 4 x 16.
  * A panel's last pixels (fewer than NR) run as row tiles of one vector per row (AVX-512: 16 or 8 lanes) while
@@ -23,8 +25,9 @@
  * pixels along its previous full panel (RIDE_MAX).
  * Loop nest per thread: block of pixel panels (C x PW_BLOCK_FLOATS / C floats, kept in L2) -> weight panel
  * (C x MR, from L1/L2) -> pixel panel -> tile over all C, epilogue on the accumulators, store. The tiles
- * prefetch the next weight panel, during a block's first weight panel its next pixel panel, and during its
- * last weight panel the next block's pixels.
+ * prefetch the next weight panel, during a block's first weight panel its next pixel panel (read in place),
+ * and during its last weight panel the next block's pixels. (The pixel panel outside the weight panels, BLIS's
+ * order, measured 3-25% slower: docs/performance.md.)
  *
  * Threads: one job per call (mxcc_parallel_chunks), a part per thread. Work = (pixel panels of all images) x
  * (weight panels). It is split by pixel panels, by weight panels (7x7 and 14x14 images: 2 and 7 panels;
