@@ -288,6 +288,7 @@ def _mib(n: int) -> str:
 def format_plan(plan: dict) -> str:
     """The human-readable `mxcc inspect` report."""
     rows = [("kernel", "members", "ops", "output shape", "MFLOP", "bytes", "where", "live")]
+    slice_of = {v: (out, off) for v, out, off in plan.get("slices", ())}
     for g in plan["groups"]:
         members = " + ".join(g["members"])
         ops = "+".join(g["ops"])
@@ -296,6 +297,8 @@ def format_plan(plan: dict) -> str:
             live = "-" if o["live"] is None else f"{o['live'][0]}..{o['live'][1]}"
             if o.get("inplace_of"):
                 where += f" (in place of {o['inplace_of']})"
+            if o["name"] in slice_of:
+                where += " (in {} at +{})".format(*slice_of[o["name"]])
             rows.append((g["function"] if j == 0 else "", members if j == 0 else "", ops if j == 0 else "",
                          format_shape(o["shape"], o.get("batch"), "x"), f"{g['flops'] / 1e6:.3f}" if j == 0 else "",
                          f"{o['nbytes']:,}", where, live))

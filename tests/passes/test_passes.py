@@ -264,6 +264,10 @@ def test_concat_inputs_are_slices_of_its_output():
         for b, (blo, bhi, s1, e1) in span.items():
             if a < b and s0 <= e1 and s1 <= e0 and alo < bhi and blo < ahi:
                 assert inside(a, b) or inside(b, a) or (a, b) in plan.inplace or (b, a) in plan.inplace, (a, b)
+    from mxcc.cli import format_plan
+    from mxcc.compiler.driver import inspect_network
+    report = format_plan(inspect_network(net, {"data": (1, 3, 8, 8)}, CompileOptions(schedule=False)))
+    assert "(in cat2_output at +8192)" in report and "(in cat3_output at +0)" in report
     assert not run_pipeline(net.graph, {"data": (2, 3, 8, 8)}, CompileOptions()).slices
     assert not run_pipeline(net.graph, {"data": (1, 3, 8, 8)}, CompileOptions(train=True)).slices
     assert not run_pipeline(net.graph, {"data": (1, 3, 8, 8)}, CompileOptions(plan=False)).slices
