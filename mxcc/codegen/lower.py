@@ -17,7 +17,7 @@ from mxcc.codegen.cnames import c_ident, unique_idents
 from mxcc.errors import ShapeError
 from mxcc.graph.ir import FusedGroup, Ref
 from mxcc.ops.base import EpilogueStep, Fusion, c_float
-from mxcc.ops.concat import copy_rows
+from mxcc.ops.concat import drop_copies_in_place
 from mxcc.passes.fold_constants import bind_time_inputs
 from mxcc.plan import Location, Plan
 from mxcc.types import TensorType
@@ -293,7 +293,11 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int, d
     if template == "kernels/copy_rows.c.j2" and plan.slices:
         locs = {**{name: plan.locations[r.key] for name, r in zip(names, anchor.inputs)},
                 **{b.cname: plan.locations[r.key] for b, r in zip(outs, grp.outputs)}}
-        variables, dropped = _drop_copies_in_place(variables, locs)
+
+        def arena_byte(name, off):   # copy_rows moves floats
+            loc = locs.get(name)
+            return None if loc is None or loc.offset is None else loc.offset + 4 * off
+        variables, dropped = drop_copies_in_place(variables, arena_byte)
         if dropped:                                 # the output is not all written here: no NaN fill before
             outs = [replace(b, fresh=False) for b in outs]
     if not ctx.consumed:
@@ -311,27 +315,6 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int, d
         expr, where = _location_expr(ws.location, True, slot_names)
         outs.append(Buffer("workspace", TensorType((ws.nbytes // 4,)), True, expr, f"{where} (scratch)", fresh=True))
     return KernelCall(template=template, vars=variables, buffers=(*ins, *outs), prepare=prepare, **common)
-
-
-def _drop_copies_in_place(variables: dict, locs: dict) -> tuple[dict, int]:
-    """A copy_rows kernel's variables without the copies whose source already is their destination (a
-    concatenation's inputs that plan.slices placed in its output: their kernels wrote them there), and how
-    many it dropped."""
-    def arena_byte(name, off):
-        loc = locs.get(name)
-        return None if loc is None or loc.offset is None else loc.offset + 4 * off
-
-    def in_place(c):
-        dst = arena_byte(c["dst"], c["dst_off"])
-        return (not variables["zero"] and dst is not None and dst == arena_byte(c["src"], c["src_off"])
-                and (c["rows"] == 1 or c["dst_ld"] == c["src_ld"]))
-
-    keep = [c for c in variables["copies"] if not in_place(c)]
-    dropped = len(variables["copies"]) - len(keep)
-    if not dropped:
-        return variables, 0
-    what = f"{variables['what']}: {dropped} of {len(variables['copies'])} inputs written in place by their kernels"
-    return copy_rows(what, keep)[1], dropped
 
 
 def _prepack(req: PackRequest, src: Buffer, fn: str, group: str, derived: "DerivedSpace", bn_scale: Buffer | None):

@@ -156,6 +156,9 @@ class OpDef:
     paths: Callable | None = None         # (attrs, in_types, const) -> (candidate kernels, heuristic's): tuning
     train_op: Callable[[Any], str | None] | None = None   # the op this node becomes in a training graph
     mutates: Callable[[Any], tuple[str, ...]] = _no_aux   # inputs written in place (FMutateInputs)
+    input_slices: Callable | None = None  # (attrs, in_types, out_type) -> each input's byte offset in the output
+                                          # when every input is one contiguous range of it (Concat), else None:
+                                          # the planner may then place the inputs there (passes/plan_memory.py)
     random: bool = False                  # draws from the context's counter RNG (ctx->rng_seed, rng_step)
     doc: str = ""
     symbol_args: tuple[str, ...] = field(default=())   # positional order for the Symbol API

@@ -40,6 +40,23 @@ def copy_rows(what: str, copies: list[dict], zero=0) -> tuple[str, dict]:
                                           parallel=not zero and total >= PARALLEL_MIN_ELEMENTS)
 
 
+def drop_copies_in_place(variables: dict, address) -> tuple[dict, int]:
+    """copy_rows' variables without the copies whose source already is their destination (a concatenation's
+    inputs the planner placed in its output: their kernels wrote them there), and how many it dropped.
+    `address(buffer name, float offset)`: where that float lies (comparable between buffers), or None."""
+    def in_place(c):
+        dst = address(c["dst"], c["dst_off"])
+        return (not variables["zero"] and dst is not None and dst == address(c["src"], c["src_off"])
+                and (c["rows"] == 1 or c["dst_ld"] == c["src_ld"]))
+
+    keep = [c for c in variables["copies"] if not in_place(c)]
+    dropped = len(variables["copies"]) - len(keep)
+    if not dropped:
+        return variables, 0
+    what = f"{variables['what']}: {dropped} of {len(variables['copies'])} inputs written in place by their kernels"
+    return copy_rows(what, keep)[1], dropped
+
+
 # ------------------------------------------------------------------------------------------------ Concat
 
 
@@ -82,6 +99,20 @@ def _concat_lower(a: ConcatAttrs, ctx):
     return copy_rows(f"concatenate {a.num_args} inputs along dim {ax} into {list(out)}", copies)
 
 
+def _concat_input_slices(a: ConcatAttrs, in_types, out_type):
+    """Each input's byte offset in the output, when each is one contiguous range of it: nothing but 1s before
+    the axis, and the axis not the first (a batch axis, which a dynamic batch would resize)."""
+    shape = out_type.shape
+    ax = norm_axis(a.dim, len(shape), None)
+    if ax == 0 or prod(shape[:ax]) != 1:
+        return None
+    offs, off = [], 0
+    for t in in_types:
+        offs.append(off)
+        off += t.nbytes
+    return tuple(offs)
+
+
 def _concat_grad(a: ConcatAttrs, g):
     outs = g.emit("_backward_Concat", [g.ograd()], num_args=a.num_args, dim=a.dim,
                   sizes=tuple(g.type_of(g.input(n)).shape[norm_axis(a.dim, len(g.type_of(g.ograd()).shape), None)]
@@ -91,7 +122,8 @@ def _concat_grad(a: ConcatAttrs, g):
 
 CONCAT = register(OpDef(
     name="Concat", aliases=("concat",), attrs=ConcatAttrs, inputs=_concat_inputs, infer=_concat_infer,
-    fusion=Fusion.INJECTIVE, lower=_concat_lower, grad=_concat_grad, doc=__doc__))
+    fusion=Fusion.INJECTIVE, lower=_concat_lower, grad=_concat_grad, input_slices=_concat_input_slices,
+    doc=__doc__))
 
 
 @dataclass(frozen=True)

@@ -199,30 +199,22 @@ def _allocate(graph: Graph, vals: dict, enabled: bool, slices: dict | None = Non
 
 
 def _concat_slices(graph: Graph, vals: dict) -> dict:
-    """value key -> (Concat output key, byte offset): the inputs of each concatenation (a kernel of its own)
-    whose inputs are each one contiguous range of its output (the dimensions before the axis all 1, the axis
-    not the first: a fixed batch of 1), all computed by kernels into the arena, distinct, on 64-byte
-    boundaries, and none already a slice of another. All of a concatenation's inputs or none."""
-    from math import prod
+    """value key -> (output key, byte offset): the inputs of each kernel of one node whose op places every input
+    in one contiguous range of its output (OpDef.input_slices: Concat), all computed by kernels into the arena,
+    distinct, on 64-byte boundaries, and none already a slice of another. All of a node's inputs or none."""
     grouped = grouped_nodes(graph)
     slices: dict = {}
     for g in graph.groups:
         node = graph.nodes[g.anchor]
-        if len(g.members) != 1 or node.opdef.name != "Concat" or g.outputs[0].key not in vals:
+        if len(g.members) != 1 or node.opdef.input_slices is None or g.outputs[0].key not in vals:
             continue
         out = g.outputs[0].key
-        shape = graph.type_of(g.outputs[0]).shape
-        ax = node.params.dim + len(shape) if node.params.dim < 0 else node.params.dim
-        if ax == 0 or prod(shape[:ax]) != 1:
-            continue
+        in_types = [graph.type_of(r) for r in node.inputs]
+        offs = node.opdef.input_slices(node.params, in_types, graph.type_of(g.outputs[0]))
         srcs = [_view_source(graph, r, grouped).key for r in node.inputs]
-        offs, off = [], 0
-        for r, src in zip(node.inputs, srcs):
-            if src not in vals or src in slices or off % ALIGN or vals[src][1] != graph.type_of(r).nbytes:
-                break
-            offs.append(off)
-            off += vals[src][1]
-        if len(offs) != len(srcs) or len(set(srcs)) != len(srcs) or off != vals[out][1]:
+        if (offs is None or len(set(srcs)) != len(srcs)
+                or any(s not in vals or s in slices or o % ALIGN or vals[s][1] != graph.type_of(r).nbytes
+                       for s, o, r in zip(srcs, offs, node.inputs))):
             continue
         for src, o in zip(srcs, offs):
             slices[src] = (out, o)

@@ -284,5 +284,21 @@ def test_concat_in_place_computes_what_the_copies_do():
     x = np.random.default_rng(1).standard_normal(shapes["data"]).astype(np.float32)
     m = mxcc.compile(net, shapes, params, poison=True, schedule=False)
     assert (m.dir / f"{m.name}.c").read_text().count("2 of 2 inputs written in place by their kernels") == 3
+    got = m.forward(data=x)[0]
     want = mxcc.compile(net, shapes, params, plan=False).forward(data=x)[0]
-    np.testing.assert_array_equal(m.forward(data=x)[0], want)
+    np.testing.assert_array_equal(got, want)
+    assert rel_err(got, _dense_block_reference(params, x)) <= 1e-5   # and numpy's float64 (independent truth)
+
+
+def _dense_block_reference(p, x):
+    from mxcc_testing import conv_reference
+
+    def conv(v, name, k=1):
+        w = p[f"{name}_weight"]
+        pad = (k // 2, k // 2)
+        acc, _ = conv_reference(v, w.reshape(w.shape[0], -1), (k, k), (1, 1), pad, (1, 1), v.shape[2:], 0.0)
+        return acc.reshape(v.shape[0], w.shape[0], *v.shape[2:]) + p[f"{name}_bias"].reshape(1, -1, 1, 1)
+    a = conv(x, "c0")
+    cat1 = np.concatenate([a, np.maximum(conv(a, "c1", 3), 0)], axis=1)
+    cat2 = np.concatenate([cat1, np.maximum(conv(cat1, "c2"), 0)], axis=1)
+    return conv(np.concatenate([cat2, conv(np.exp(a), "ce")], axis=1), "out")
