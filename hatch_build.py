@@ -10,6 +10,7 @@ installs skip it (they compile on first use, into the cache).
 from __future__ import annotations
 
 import importlib
+import shutil
 import sys
 import tempfile
 import types
@@ -25,6 +26,7 @@ class RuntimePrebuild(BuildHookInterface):
         if self.target_name != "wheel" or version == "editable":
             return
         out = Path(tempfile.mkdtemp(prefix="mxcc-prebuilt-"))
+        self._prebuilt = out            # removed in finalize, once the wheel holds it
         # mxcc.compiler.build, without mxcc/__init__.py (numpy, cffi and jinja2 are not in the build environment)
         saved = {k: v for k, v in sys.modules.items() if k == "mxcc" or k.startswith("mxcc.")}
         pkg = types.ModuleType("mxcc")
@@ -36,6 +38,7 @@ class RuntimePrebuild(BuildHookInterface):
         except Exception as e:          # noqa: BLE001 (no compiler here: build on first use instead)
             print(f"mxcc: the C runtime was not prebuilt ({type(e).__name__}: {e}); it is compiled on first use",
                   file=sys.stderr)
+            shutil.rmtree(out, ignore_errors=True)
             return
         finally:
             for k in [k for k in sys.modules if k == "mxcc" or k.startswith("mxcc.")]:
@@ -45,3 +48,8 @@ class RuntimePrebuild(BuildHookInterface):
         build_data["force_include"][str(out)] = "mxcc/_data/prebuilt"
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
+
+    def finalize(self, version: str, build_data: dict, artifact_path: str) -> None:
+        prebuilt = getattr(self, "_prebuilt", None)
+        if prebuilt is not None:
+            shutil.rmtree(prebuilt, ignore_errors=True)

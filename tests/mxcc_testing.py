@@ -33,10 +33,12 @@ def compile_for_gradients(net, shapes, params, **kw):
     import mxcc
     if not os.environ.get("MXCC_TEST_SANITIZE"):
         return mxcc.compile(net, shapes, params, train=True, poison=True, **kw)
+    import atexit
     import json
     import tempfile
     from mxcc.runtime.executor import Executor
     out = Path(tempfile.mkdtemp(prefix="mxcc-sanitized-"))
+    atexit.register(shutil.rmtree, out, True)     # ~30 MB each; the loaded library outlives its unlinked file
     mxcc.compile(net, shapes, train=True, poison=True, sanitize=True, out_dir=out, **kw)
     exe = Executor(out, json.loads((out / "module.json").read_text()), optimizer=kw.get("optimizer"))
     if params is not None:
