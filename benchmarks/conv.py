@@ -63,7 +63,8 @@ typedef struct mxcc_conv_geom { int channels; int in[3]; int out[3]; int k[3]; i
 void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
                              const mxcc_epilogue *ep, float *y, int parallel);
 """
-    sources = sorted((root / "conv").glob("*.c")) + sorted((root / "gemm").glob("*.c"))
+    # the kernels' parallel work runs through mxcc_parallel_chunks (pool/pool.c), in a revision that has it
+    sources = sorted((root / "conv").glob("*.c")) + sorted((root / "gemm").glob("*.c")) + sorted((root / "pool").glob("pool.c"))
     digest = hashlib.sha256(isa.encode())
     for f in [*sources, *sorted(root.rglob("*.h"))]:
         digest.update(f.read_bytes())
