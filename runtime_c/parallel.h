@@ -3,7 +3,8 @@
  *
  *   mxcc_threads_for(flops, max)        as many threads, up to max, as get MXCC_GEMM_MIN_FLOPS_PER_THREAD each
  *   mxcc_threads_for_call(par, flops)   the same for a kernel's `parallel` argument: 1 when it is 0 or when
- *                                       the call is made inside an active parallel region
+ *                                       the call is made inside an active parallel region; max is what the
+ *                                       pool allows now (mxcc_pool_threads: fewer on an oversubscribed machine)
  *   mxcc_split_at(n, parts, part)       where part `part` of n items split into `parts` contiguous ranges
  *                                       begins: part p is [split_at(p), split_at(p + 1)), sizes differ by <= 1
  *   mxcc_thread_num(), mxcc_num_threads()   this thread and its team (0 and 1 in a build without OpenMP)
@@ -35,7 +36,7 @@ static inline int mxcc_threads_for_call(int parallel, double flops)
 {
 #ifdef _OPENMP
     if (parallel && !omp_in_parallel() && !mxcc_pool_in_chunk())
-        return mxcc_threads_for(flops, omp_get_max_threads());
+        return mxcc_threads_for(flops, mxcc_pool_threads(omp_get_max_threads()));
 #endif
     (void)parallel;
     (void)flops;

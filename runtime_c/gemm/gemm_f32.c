@@ -439,8 +439,8 @@ static void gemm_run(mxcc_gemm_ws *ws, const gemm_problem *g)
     const int nested = omp_get_level() > 0 || mxcc_pool_in_chunk();
     const int small_m = !g->Bp && small_m_path(M, K, g->trans_a, g->trans_b);
     const double flops = 2.0 * (small_m && M < 16 ? 16 : M) * N * K;
-    const int nt = nested ? 1 : mxcc_threads_for(flops, small_m ? omp_get_max_threads()
-                                                                : min_int(omp_get_max_threads(), ws->nslots));
+    const int most = small_m ? omp_get_max_threads() : min_int(omp_get_max_threads(), ws->nslots);
+    const int nt = nested ? 1 : mxcc_threads_for(flops, mxcc_pool_threads(most));
 
     if (small_m) {
         gemm_small_m(g, nt);

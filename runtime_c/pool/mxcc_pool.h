@@ -59,6 +59,10 @@ int mxcc_pool_select(int on);
 /* Whether this thread's jobs run on the pool now (the selection, or mxcc_pool_enable's override). */
 int mxcc_pool_selected(void);
 
+/* How many threads a kernel about to run should split its work for, of `threads` (omp_get_max_threads()):
+ * fewer while the pool finds the machine oversubscribed (pool.c), else `threads`. */
+int mxcc_pool_threads(int threads);
+
 /* Whether this thread runs a chunk (of a job of its own or as a pool worker): a kernel called here runs
  * serially, with buffers of its own (as inside an OpenMP region). */
 int mxcc_pool_in_chunk(void);

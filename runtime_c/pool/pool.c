@@ -15,6 +15,14 @@
  * the next job's fields only after the last chunk is done, so a claimed chunk always runs with its own job's
  * fields. The caller then bumps `wake`, the futex word sleeping workers wait on.
  *
+ * Fewer threads while the machine is oversubscribed: with another process busy on one of 2 cores, 3 runnable
+ * threads share 2 cores and the scheduler preempts each in turn, so most jobs have a thread off its core and 2
+ * threads run slower than 1 (MobileNet 1.0 b1, Intel Xeon 2-vCPU VM, one core busy: 10.3-10.9 ms on 2 threads,
+ * 8.5 ms on 1). The caller adds up, over its jobs, the time it worked and the time it then waited for chunks
+ * other threads were running: quiet, the wait is 2-5% of the sum (MobileNet 1.0, ResNet-18/50, SqueezeNet on
+ * 2 threads), oversubscribed 45-55%. Past WAIT_SHARE the highest-numbered thread sits out (mxcc_pool_threads: the
+ * kernels split for one thread fewer) for CAP_NS, then all are tried again.
+ *
  * Simulation (mxcc_pool_simulate) bypasses all of this: the caller runs and times every chunk (simulate) and
  * places it on a thread as the claims above would on a quiet machine (sim_assign). The normal path pays one
  * relaxed load of sim_threads and a branch that is never taken. */
@@ -42,6 +50,19 @@
  * 3.92-4.11 ms polling 450 us (OpenMP regions: 4.03-4.18). A time, not a count: a pause lasts 11 ns on one
  * x86 CPU and 140 on another. */
 #define SPIN_NS 500000L
+/* The oversubscription test (above): over jobs of at least WINDOW_NS of the caller's time, a wait above
+ * WAIT_SHARE percent of it takes a thread out for CAP_NS. Quiet, a 50 ms window's wait reached 22% at times
+ * (other guests on the host); oversubscribed, 45-55%. A probe (a window at the slower pace) per CAP_NS costs
+ * ~2% while oversubscribed. */
+#ifndef WINDOW_NS
+#define WINDOW_NS 100000000L
+#endif
+#ifndef WAIT_SHARE
+#define WAIT_SHARE 30
+#endif
+#ifndef CAP_NS
+#define CAP_NS 1000000000L
+#endif
 
 #define NEXT(v) ((long)((v) & 0xffffff))
 #define LIMIT(v) ((long)(((v) >> 24) & 0xffffff))
@@ -63,6 +84,9 @@ static struct {
     _Atomic int workers;         /* pool threads made: ids 1..workers */
     int forked;                  /* pthread_atfork handler installed */
     _Atomic long jobs, caller_only;
+    _Atomic int cap;             /* threads a job may use while oversubscribed (0: no cap) */
+    _Atomic long cap_until;      /* now_ns() when the cap is lifted */
+    long worked, waited;         /* the caller's window (under `busy`) */
 } pool = {.busy = PTHREAD_MUTEX_INITIALIZER, .grow = PTHREAD_MUTEX_INITIALIZER};
 
 static _Thread_local int in_chunk;   /* a pool worker, or a caller running its job: nested calls run serially */
@@ -162,7 +186,9 @@ static void *worker_main(void *p)
     for (;;) {
         run_job(id);
         uint32_t w;
-        long spins = 0, until = now_ns() + SPIN_NS;
+        /* a thread the cap leaves out sleeps at once: its core is wanted elsewhere */
+        const int cap = atomic_load_explicit(&pool.cap, memory_order_relaxed);
+        long spins = 0, until = cap && id >= cap ? 0 : now_ns() + SPIN_NS;
         while ((w = atomic_load_explicit(&pool.wake, memory_order_acquire)) == seen) {
             if (++spins % 256 || now_ns() < until) {
                 cpu_relax();
@@ -408,14 +434,28 @@ void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
     if (atomic_load(&pool.sleepers) > 0)
         futex_wake_all(&pool.wake);
     in_chunk = 1;
+    const long t0 = now_ns();
     const long mine = run_job(0);
+    const long t1 = now_ns();
     in_chunk = 0;
     /* only chunks another thread claimed and is running are left: wait for them */
-    for (long spins = 0; atomic_load_explicit(&pool.done, memory_order_acquire) < chunks; spins++) {
+    long spins = 0;
+    for (; atomic_load_explicit(&pool.done, memory_order_acquire) < chunks; spins++) {
         if (spins < 100000)
             cpu_relax();
         else
             sched_yield();     /* the thread running it lost its core: give it ours */
+    }
+    pool.worked += t1 - t0;
+    if (spins)
+        pool.waited += now_ns() - t1;
+    if (pool.worked + pool.waited >= WINDOW_NS) {
+        if (100 * pool.waited > WAIT_SHARE * (pool.worked + pool.waited)) {
+            atomic_store_explicit(&pool.cap_until, now_ns() + CAP_NS, memory_order_relaxed);
+            const int cap = atomic_load_explicit(&pool.cap, memory_order_relaxed), had = cap ? cap : pool.workers + 1;
+            atomic_store_explicit(&pool.cap, had > 1 ? had - 1 : 1, memory_order_relaxed);
+        }
+        pool.worked = pool.waited = 0;
     }
     atomic_fetch_add_explicit(&pool.jobs, 1, memory_order_relaxed);
     if (mine == chunks)
@@ -430,6 +470,21 @@ int mxcc_pool_selected(void)
 #else
     return 1;
 #endif
+}
+
+int mxcc_pool_threads(int threads)
+{
+    const int cap = atomic_load_explicit(&pool.cap, memory_order_relaxed);
+    if (!cap || threads <= cap)
+        return threads;
+#ifdef _OPENMP
+    if (!use_pool())
+        return threads;   /* an OpenMP region: no thread of its team can be left out */
+#endif
+    if (now_ns() < atomic_load_explicit(&pool.cap_until, memory_order_relaxed))
+        return cap;
+    atomic_store_explicit(&pool.cap, 0, memory_order_relaxed);   /* all threads again */
+    return threads;
 }
 
 int mxcc_pool_in_chunk(void)

@@ -2,15 +2,21 @@
  * thread count, a nested call and a second caller run serially, and many short jobs from several caller
  * threads at once lose nothing. Built plain, with ThreadSanitizer and with AddressSanitizer by
  * tests/runtime/test_pool.py (and with OpenMP: argument "pool" runs the jobs on the pool, none as OpenMP
- * regions); prints "ok <pool jobs> <those the caller ran alone>" or exits 1. */
+ * regions); prints "ok <pool jobs> <those the caller ran alone>" or exits 1. Argument "cap" (a build with a short
+ * WINDOW_NS and CAP_NS): jobs whose worker takes 4x the caller's time make the pool split for one thread
+ * fewer (mxcc_pool_threads), and all threads come back once the cap's time is over. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "pool/mxcc_pool.h"
 
 #define MAX_CHUNKS 4096
+#ifndef CAP_NS
+#define CAP_NS 1000000000L   /* pool.c's */
+#endif
 
 typedef struct job {
     _Atomic int hits[MAX_CHUNKS];
@@ -68,8 +74,59 @@ static void *caller(void *arg)
     return (void *)bad;
 }
 
+static long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+/* a chunk of 50 us on the caller, 200 us on a worker: a worker 4x slower, as one on a shared core */
+static void uneven_chunk(void *arg, long c, int worker)
+{
+    (void)arg;
+    (void)c;
+    const long until = now_ns() + (worker ? 200000 : 50000);
+    while (now_ns() < until) {}
+}
+
+static int cap_test(void)
+{
+    if (mxcc_pool_threads(2) != 2) {
+        fprintf(stderr, "a cap before any job\n");
+        return 1;
+    }
+    const long start = now_ns();
+    while (mxcc_pool_threads(2) == 2) {
+        if (now_ns() - start > 3000000000L) {
+            fprintf(stderr, "3 s of jobs waiting on a 4x slower worker, and still 2 threads\n");
+            return 1;
+        }
+        mxcc_parallel_chunks(2, 2, uneven_chunk, NULL);
+    }
+    const long capped = now_ns();
+    if (mxcc_pool_threads(4) != 1 || mxcc_pool_threads(1) != 1) {
+        fprintf(stderr, "capped: %d threads of 4, %d of 1 (expected 1, 1)\n", mxcc_pool_threads(4), mxcc_pool_threads(1));
+        return 1;
+    }
+    while (mxcc_pool_threads(2) == 1) {
+        if (now_ns() - capped > 20 * (long)CAP_NS) {
+            fprintf(stderr, "the cap outlived CAP_NS 20 times over\n");
+            return 1;
+        }
+    }
+    if (now_ns() - capped < CAP_NS / 2) {
+        fprintf(stderr, "the cap lasted %ld ns, CAP_NS is %ld\n", now_ns() - capped, (long)CAP_NS);
+        return 1;
+    }
+    printf("ok capped after %.0f ms of jobs\n", (capped - start) / 1e6);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && argv[1][0] == 'c')
+        return cap_test();
     if (argc > 1 && argv[1][0] == 'p')   /* "pool": jobs on the pool (an OpenMP build runs OpenMP regions otherwise) */
         mxcc_pool_enable(1);
     for (int t = 1; t <= 8; t++)

@@ -40,3 +40,15 @@ def test_pool_runs_every_chunk_once(sanitize, tmp_path):
         # workers took part in some jobs (how many jobs get a worker depends on the scheduler: 310 to 2813
         # measured on a busy 2-vCPU machine, so no count is asserted)
         assert jobs > 0 and caller_only < jobs
+
+
+def test_pool_splits_for_fewer_threads_while_a_worker_lags(tmp_path):
+    """A worker that runs 4x slower than the caller (its core shared with another process) makes the pool
+    split for one thread fewer (mxcc_pool_threads) after a window of jobs, and the cap lifts after CAP_NS."""
+    exe = tmp_path / "pool_cap"
+    build = subprocess.run([CC, "-O2", "-g", "-DWINDOW_NS=20000000L", "-DCAP_NS=200000000L", f"-I{RUNTIME}",
+                            str(Path(__file__).with_name("pool_sanity.c")), str(RUNTIME / "pool" / "pool.c"),
+                            "-lpthread", "-o", str(exe)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    r = subprocess.run([str(exe), "cap"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("ok capped"), r.stdout + r.stderr
