@@ -941,8 +941,8 @@ void mxcc_winograd_f43_f32(const mxcc_conv_geom *g, int batch, int O, const floa
     if (mxcc_epilogue_is_noop(ep))
         ep = NULL;
     const int npanels = (int)ceil_div(O, NR);
-    int nt = (parallel && omp_get_level() == 0 && !mxcc_pool_in_chunk()) ? mxcc_pool_threads(omp_get_max_threads()) : 1;   /* no flops
-                                                                                       rule: tiles are big */
+    /* no flops rule: tiles are big */
+    int nt = parallel && omp_get_level() == 0 && !mxcc_pool_in_chunk() ? mxcc_pool_threads(omp_get_max_threads()) : 1;
     long tb;
     int nparts;
     choose_units(pl.tiles, pl.tb, npanels, nt, &tb, &nparts);

@@ -16,12 +16,13 @@
  * fields. The caller then bumps `wake`, the futex word sleeping workers wait on.
  *
  * Fewer threads while the machine is oversubscribed: with another process busy on one of 2 cores, 3 runnable
- * threads share 2 cores and the scheduler preempts each in turn, so most jobs have a thread off its core and 2
- * threads run slower than 1 (MobileNet 1.0 b1, Intel Xeon 2-vCPU VM, one core busy: 10.3-10.9 ms on 2 threads,
- * 8.5 ms on 1). The caller adds up, over its jobs, the time it worked and the time it then waited for chunks
- * other threads were running: quiet, the wait is 2-5% of the sum (MobileNet 1.0, ResNet-18/50, SqueezeNet on
- * 2 threads), oversubscribed 45-55%. Past WAIT_SHARE the highest-numbered thread sits out (mxcc_pool_threads: the
- * kernels split for one thread fewer) for CAP_NS, then all are tried again.
+ * threads share 2 cores and the scheduler preempts each in turn; a job whose chunk is held by a preempted
+ * thread waits out the time slice, and 2 threads run slower than 1 (MobileNet 1.0 b1, Intel Xeon 2-vCPU VM,
+ * one core busy: 10.3-12.0 ms on 2 threads, 8.5 ms on 1). The caller adds up, over its jobs, the time it
+ * worked and the time it then waited for chunks other threads were running: quiet, the wait is 2-5% of the
+ * sum (MobileNet 1.0, ResNet-18/50, SqueezeNet on 2 threads), oversubscribed 45-55%. Past WAIT_SHARE the
+ * highest-numbered thread sits out (mxcc_pool_threads: the kernels split for one thread fewer) for CAP_NS,
+ * then all are tried again. The kernels split whole units of work (parallel.h), so no result changes.
  *
  * Simulation (mxcc_pool_simulate) bypasses all of this: the caller runs and times every chunk (simulate) and
  * places it on a thread as the claims above would on a quiet machine (sim_assign). The normal path pays one
