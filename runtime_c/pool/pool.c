@@ -18,11 +18,15 @@
  * Fewer threads while the machine is oversubscribed: with another process busy on one of 2 cores, 3 runnable
  * threads share 2 cores and the scheduler preempts each in turn; a job whose chunk is held by a preempted
  * thread waits out the time slice, and 2 threads run slower than 1 (MobileNet 1.0 b1, Intel Xeon 2-vCPU VM,
- * one core busy: 10.3-12.0 ms on 2 threads, 8.5 ms on 1). The caller adds up, over its jobs, the time it
- * worked and the time it then waited for chunks other threads were running: quiet, the wait is 2-5% of the
- * sum (MobileNet 1.0, ResNet-18/50, SqueezeNet on 2 threads), oversubscribed 45-55%. Past WAIT_SHARE the
- * highest-numbered thread sits out (mxcc_pool_threads: the kernels split for one thread fewer) for CAP_NS,
- * then all are tried again. The kernels split whole units of work (parallel.h), so no result changes.
+ * one core busy: 10.3-12.0 ms on 2 threads, 8.5 ms on 1). Every SAMPLE_EVERY-th job, each thread times its
+ * chunks by the clock and by its own CPU time (what it ran, preemption excluded); over WINDOW_NS of such chunks
+ * the caller counts the cores the job's threads lost, (clock - CPU) / clock x threads: quiet, 0.01-0.05
+ * whatever the thread count and however uneven the split (a daemon's moment: up to 0.56 in one window), with
+ * one busy process on 2 cores 1.2-1.6 (ResNet-50 b1, 2 threads). From LOST_CORES on in two windows in a row,
+ * the highest-numbered thread sits out (mxcc_pool_threads: the kernels split for one thread fewer; another
+ * one if two more windows lose as much) for CAP_NS, then all threads are tried again. (The time the caller waited is no measure: an uneven split makes it wait on a quiet machine,
+ * 5% of a network's job time on 2 threads, 35-46% on 16 by the split simulator.) The kernels split whole
+ * units of work (parallel.h), so no result changes.
  *
  * Simulation (mxcc_pool_simulate) bypasses all of this: the caller runs and times every chunk (simulate) and
  * places it on a thread as the claims above would on a quiet machine (sim_assign). The normal path pays one
@@ -51,15 +55,17 @@
  * 3.92-4.11 ms polling 450 us (OpenMP regions: 4.03-4.18). A time, not a count: a pause lasts 11 ns on one
  * x86 CPU and 140 on another. */
 #define SPIN_NS 500000L
-/* The oversubscription test (above): over jobs of at least WINDOW_NS of the caller's time, a wait above
- * WAIT_SHARE percent of it takes a thread out for CAP_NS. Quiet, a 50 ms window's wait reached 22% at times
- * (other guests on the host); oversubscribed, 45-55%. A probe (a window at the slower pace) per CAP_NS costs
- * ~2% while oversubscribed. */
-#ifndef WINDOW_NS
-#define WINDOW_NS 100000000L
+/* The oversubscription test (above): every SAMPLE_EVERY-th job sampled; a window of WINDOW_NS of sampled chunk
+ * time (all threads); LOST_CORES in hundredths of a core; a cap lasts CAP_NS. A thread's CPU clock costs
+ * 0.2 us to read (a system call), 4 reads per chunk of a sampled job. */
+#ifndef SAMPLE_EVERY
+#define SAMPLE_EVERY 8
 #endif
-#ifndef WAIT_SHARE
-#define WAIT_SHARE 30
+#ifndef WINDOW_NS
+#define WINDOW_NS 20000000L
+#endif
+#ifndef LOST_CORES
+#define LOST_CORES 80
 #endif
 #ifndef CAP_NS
 #define CAP_NS 1000000000L
@@ -87,7 +93,9 @@ static struct {
     _Atomic long jobs, caller_only;
     _Atomic int cap;             /* threads a job may use while oversubscribed (0: no cap) */
     _Atomic long cap_until;      /* now_ns() when the cap is lifted */
-    long worked, waited;         /* the caller's window (under `busy`) */
+    _Atomic long clock_ns, cpu_ns;   /* the window's sampled chunks: clock time, CPU time (all threads) */
+    int window_threads;          /* the most threads a job of the window had (the caller's, under busy) */
+    int over;                    /* windows in a row that lost LOST_CORES (the caller's, under busy) */
 } pool = {.busy = PTHREAD_MUTEX_INITIALIZER, .grow = PTHREAD_MUTEX_INITIALIZER};
 
 static _Thread_local int in_chunk;   /* a pool worker, or a caller running its job: nested calls run serially */
@@ -130,6 +138,27 @@ static int claim_own(long c, uint64_t seq)
     return 0;        /* taken in this job, or a newer job has begun (this one is over) */
 }
 
+static inline long thread_cpu_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+/* fn(arg, c, worker), timed into the window when the job is sampled */
+static inline void run_chunk(mxcc_chunk_fn fn, void *arg, long c, int worker, int sampled)
+{
+    if (!sampled) {
+        fn(arg, c, worker);
+        return;
+    }
+    const long t0 = now_ns(), c0 = thread_cpu_ns();
+    fn(arg, c, worker);
+    const long c1 = thread_cpu_ns(), t1 = now_ns();
+    atomic_fetch_add_explicit(&pool.clock_ns, t1 - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&pool.cpu_ns, c1 - c0, memory_order_relaxed);
+}
+
 static void finish(void)
 {
     atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
@@ -149,10 +178,11 @@ static long run_job(int worker)
     if (atomic_load_explicit(&pool.seq, memory_order_relaxed) != seq || worker >= threads)
         return 0;                      /* a newer job (its wake brings us back), or not one of its threads */
     long ran = 0;
+    const int sampled = (seq >> 1) % SAMPLE_EVERY == 0;
     /* a claim made here runs only if the job is still `seq`: then it cannot end before this chunk is done */
 #define STILL_THIS_JOB() (atomic_load_explicit(&pool.seq, memory_order_acquire) == seq)
     if (claim_own(worker, seq) && STILL_THIS_JOB()) {
-        fn(arg, worker, worker);
+        run_chunk(fn, arg, worker, worker, sampled);
         ran++;
         finish();
     }
@@ -162,15 +192,16 @@ static long run_job(int worker)
                                                    memory_order_acquire))
             continue;                  /* v now holds the word as it is: try again */
         /* the claimed job's fields: it cannot end before this chunk is done */
-        atomic_load_explicit(&pool.fn, memory_order_relaxed)(atomic_load_explicit(&pool.arg, memory_order_relaxed),
-                                                             NEXT(v), worker);
+        run_chunk(atomic_load_explicit(&pool.fn, memory_order_relaxed),
+                  atomic_load_explicit(&pool.arg, memory_order_relaxed), NEXT(v), worker,
+                  (v >> 56) % SAMPLE_EVERY == 0);   /* the job number's low bits (SAMPLE_EVERY divides 256) */
         ran++;
         finish();
         v = atomic_load_explicit(&pool.claim, memory_order_acquire);
     }
     for (int c = 0; c < threads; c++) {
         if (c != worker && claim_own(c, seq) && STILL_THIS_JOB()) {
-            fn(arg, c, worker);
+            run_chunk(fn, arg, c, worker, sampled);
             ran++;
             finish();
         }
@@ -435,28 +466,31 @@ void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
     if (atomic_load(&pool.sleepers) > 0)
         futex_wake_all(&pool.wake);
     in_chunk = 1;
-    const long t0 = now_ns();
     const long mine = run_job(0);
-    const long t1 = now_ns();
     in_chunk = 0;
     /* only chunks another thread claimed and is running are left: wait for them */
-    long spins = 0;
-    for (; atomic_load_explicit(&pool.done, memory_order_acquire) < chunks; spins++) {
+    for (long spins = 0; atomic_load_explicit(&pool.done, memory_order_acquire) < chunks; spins++) {
         if (spins < 100000)
             cpu_relax();
         else
             sched_yield();     /* the thread running it lost its core: give it ours */
     }
-    pool.worked += t1 - t0;
-    if (spins)
-        pool.waited += now_ns() - t1;
-    if (pool.worked + pool.waited >= WINDOW_NS) {
-        if (100 * pool.waited > WAIT_SHARE * (pool.worked + pool.waited)) {
+    /* every chunk is done, so every sampled one is counted: the window (its sums are the caller's under busy) */
+    if (threads > pool.window_threads)
+        pool.window_threads = threads;
+    const long clock_ns = atomic_load_explicit(&pool.clock_ns, memory_order_relaxed);
+    if (clock_ns >= WINDOW_NS) {
+        const long lost = clock_ns - atomic_load_explicit(&pool.cpu_ns, memory_order_relaxed);
+        const int had = pool.window_threads;
+        pool.over = 100 * lost * had >= LOST_CORES * clock_ns ? pool.over + 1 : 0;
+        if (pool.over >= 2) {   /* two windows in a row: one is a daemon's moment */
             atomic_store_explicit(&pool.cap_until, now_ns() + CAP_NS, memory_order_relaxed);
-            const int cap = atomic_load_explicit(&pool.cap, memory_order_relaxed), had = cap ? cap : pool.workers + 1;
             atomic_store_explicit(&pool.cap, had > 1 ? had - 1 : 1, memory_order_relaxed);
+            pool.over = 0;
         }
-        pool.worked = pool.waited = 0;
+        atomic_store_explicit(&pool.clock_ns, 0, memory_order_relaxed);
+        atomic_store_explicit(&pool.cpu_ns, 0, memory_order_relaxed);
+        pool.window_threads = 0;
     }
     atomic_fetch_add_explicit(&pool.jobs, 1, memory_order_relaxed);
     if (mine == chunks)
