@@ -6,6 +6,8 @@
  *   depthwise_rows_f32.c   planes by register blocks of output rows x vectors of columns (3x3 / 5x5, strides
  *                          1 and 2), and one row and vector at a time for any other geometry
  *   depthwise_flat_f32.c   small planes (rows narrower than half a vector) as one flat range of outputs
+ *   depthwise_cblock_f32.c small 3x3 planes, 16 at a time transposed: a vector holds a pixel's 16 channels
+ *                          (AVX-512)
  *
  * A plane kernel computes planes [p0, p1) of the call (plane i = image i / C, channel i % C) and applies the
  * epilogue on its accumulators: y = acc * mul + add (dw_affine), + the residual, then the activation on the
@@ -135,6 +137,13 @@ dw_planes_fn *mxcc_depthwise_rows_kernel(const mxcc_conv_geom *g);
 #define DW_FLAT_VECS 8    /* vectors per flat plane, at most */
 #define DW_FLAT_TAPS 25   /* taps (KH * KW), at most */
 dw_planes_fn *mxcc_depthwise_flat_kernel(const mxcc_conv_geom *g, dw_call *a, mxcc_simd_mask *mask, long *off);
+
+/* depthwise_cblock_f32.c (AVX-512): 16 planes at a time on their side, for small 3x3 planes without a residual
+ * (at least 16 planes; a part's planes best start at a multiple of DW_CBLOCK from the first), else NULL */
+#define DW_CBLOCK 16
+#if defined(__AVX512F__)
+dw_planes_fn *mxcc_depthwise_cblock_kernel(const mxcc_conv_geom *g, const mxcc_epilogue *ep, long planes);
+#endif
 
 #endif /* vector builds */
 #endif /* MXCC_DEPTHWISE_INTERNAL_H */

@@ -28,7 +28,8 @@ CFLAGS = ["-O3", "-march=native", "-fopenmp", "-g", "-fno-omit-frame-pointer", "
 # im2col/col2im, the depthwise kernels (forward: driver, rows, flat; backward), the channel-plane epilogue, and the
 # scalar epilogue they share with the GEMM (runtime_c/gemm/epilogue_f32.c)
 SOURCES = [RUNTIME / "conv" / name for name in ("im2col_f32.c", "depthwise_f32.c", "depthwise_rows_f32.c",
-                                                "depthwise_flat_f32.c", "depthwise_backward_f32.c", "conv_epilogue_f32.c")]
+                                                "depthwise_flat_f32.c", "depthwise_cblock_f32.c",
+                                                "depthwise_backward_f32.c", "conv_epilogue_f32.c")]
 SOURCES += [RUNTIME / "gemm" / "epilogue_f32.c", RUNTIME / "pool" / "pool.c"]
 
 
@@ -316,6 +317,12 @@ def _dw_matrix():
     out += [(2, (27, 13), (3, 3), (2, 2), (1, 1), (1, 1)), (2, (31, 14), (3, 3), (2, 2), (1, 1), (1, 1)),
             (2, (11, 7), (3, 3), (2, 2), (1, 1), (1, 1)), (2, (15, 8), (3, 3), (2, 2), (1, 1), (1, 1)),
             (2, (14, 14), (5, 5), (2, 2), (2, 2), (1, 1)), (2, (13, 11), (5, 5), (2, 2), (2, 2), (1, 1))]
+    # 16 planes on their side (AVX-512, depthwise_cblock_f32.c: 3x3 where the flat path fits, >= 16 planes):
+    # groups across the two images, a short last group, strides 1 and 2, pads 0-2
+    out += [(20, (7, 7), (3, 3), (1, 1), (1, 1), (1, 1)), (37, (8, 8), (3, 3), (1, 1), (1, 1), (1, 1)),
+            (17, (14, 14), (3, 3), (2, 2), (1, 1), (1, 1)), (33, (13, 13), (3, 3), (2, 2), (1, 1), (1, 1)),
+            (24, (15, 9), (3, 3), (2, 2), (1, 1), (1, 1)), (16, (5, 5), (3, 3), (1, 1), (1, 1), (1, 1)),
+            (18, (16, 16), (3, 3), (2, 2), (1, 1), (1, 1)), (9, (6, 6), (3, 3), (1, 1), (1, 1), (1, 1))]
     out += [(2, (6, 6), (3, 3), (1, 1), (2, 2), (2, 2)), (2, (9, 30), (3, 3), (2, 2), (2, 2), (2, 2)),
             (2, (9, 21), (3, 3), (1, 2), (1, 1), (1, 1)), (2, (8, 19), (3, 3), (2, 1), (1, 1), (1, 1)),
             (2, (7, 17), (3, 5), (1, 1), (1, 2), (1, 1)), (2, (9, 25), (3, 3), (3, 3), (1, 1), (1, 1))]
