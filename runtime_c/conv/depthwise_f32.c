@@ -84,17 +84,16 @@ void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x,
         mxcc_simd_mask flat_mask[DW_FLAT_VECS * DW_FLAT_TAPS];
         long flat_off[DW_FLAT_TAPS];
         long grain = 1;   /* planes per unit of the split */
-        dw_planes_fn *planes_fn = mxcc_depthwise_flat_kernel(g, &a, flat_mask, flat_off);
+        dw_planes_fn *planes_fn = NULL;
 #if defined(__AVX512F__)
         /* where the flat kernel would run, 16 planes on their side run faster (1 thread: 512x14x14 stride 2
-         * 31 -> 23 us, 1024x7x7 34 -> 26); not on wider planes, where the rows kernel's vectors are full
+         * 31 -> 20 us, 1024x7x7 33 -> 24); not on wider planes, where the rows kernel's vectors are full
          * (512x14x14 stride 1: 38 us by rows, 49 on their side) */
-        dw_planes_fn *cb = planes_fn ? mxcc_depthwise_cblock_kernel(g, ep, planes) : NULL;
-        if (cb) {
-            planes_fn = cb;
+        if (mxcc_depthwise_flat_fits(g) && (planes_fn = mxcc_depthwise_cblock_kernel(g, ep, planes)) != NULL)
             grain = DW_CBLOCK;
-        }
 #endif
+        if (planes_fn == NULL)
+            planes_fn = mxcc_depthwise_flat_kernel(g, &a, flat_mask, flat_off);
         if (planes_fn == NULL)
             planes_fn = mxcc_depthwise_rows_kernel(g);
         /* the planes split over the threads in equal ranges of whole units, as schedule(static) would */

@@ -168,6 +168,8 @@ static void dw_planes_flat_3x3(const dw_call *a, long p0, long p1)
 static void dw_planes_flat_3x3_1(const dw_call *a, long p0, long p1) { dw_planes_flat_k(a, p0, p1, 9, 1); }
 static void dw_planes_flat_3x3_2(const dw_call *a, long p0, long p1) { dw_planes_flat_k(a, p0, p1, 9, 2); }
 
+int mxcc_depthwise_flat_fits(const mxcc_conv_geom *g) { return dw_flat_fits(g); }
+
 dw_planes_fn *mxcc_depthwise_flat_kernel(const mxcc_conv_geom *g, dw_call *a, mxcc_simd_mask *mask, long *off)
 {
     if (!dw_flat_fits(g))

@@ -137,6 +137,7 @@ dw_planes_fn *mxcc_depthwise_rows_kernel(const mxcc_conv_geom *g);
 #define DW_FLAT_VECS 8    /* vectors per flat plane, at most */
 #define DW_FLAT_TAPS 25   /* taps (KH * KW), at most */
 dw_planes_fn *mxcc_depthwise_flat_kernel(const mxcc_conv_geom *g, dw_call *a, mxcc_simd_mask *mask, long *off);
+int mxcc_depthwise_flat_fits(const mxcc_conv_geom *g);   /* whether the above returns a kernel (no tables made) */
 
 /* depthwise_cblock_f32.c (AVX-512): 16 planes at a time on their side, for small 3x3 planes without a residual
  * (at least 16 planes; a part's planes best start at a multiple of DW_CBLOCK from the first), else NULL */
