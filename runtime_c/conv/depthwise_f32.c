@@ -97,7 +97,8 @@ void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x,
         if (planes_fn == NULL)
             planes_fn = mxcc_depthwise_rows_kernel(g);
         /* the planes split over the threads in equal ranges of whole units, as schedule(static) would */
-        const int nt = parallel && !omp_in_parallel() && !mxcc_pool_in_chunk() ? mxcc_pool_threads(omp_get_max_threads()) : 1;
+        const int nt = parallel && !omp_in_parallel() && !mxcc_pool_in_chunk()
+                     ? mxcc_pool_threads(omp_get_max_threads()) : 1;
         dw_job job = {&a, planes_fn, planes, grain, nt};
         mxcc_parallel_chunks(nt, nt, dw_part, &job);   /* a part per thread; a late thread's by the caller */
         return;

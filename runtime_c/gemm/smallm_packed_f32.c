@@ -186,7 +186,8 @@ void mxcc_gemm_f32_small_m_packed_b(int M, int N, int K, const float *A, int lda
     }
     const int npanels = (N + NR - 1) / NR;
     /* a fork pays when the weight is large (the unpacked small-M path's rule: work counted as >= 16 rows) */
-    int nt = parallel && omp_get_level() == 0 && !mxcc_pool_in_chunk() ? mxcc_threads_for(2.0 * 16 * N * K, mxcc_pool_threads(omp_get_max_threads())) : 1;
+    int nt = parallel && omp_get_level() == 0 && !mxcc_pool_in_chunk()
+           ? mxcc_threads_for(2.0 * 16 * N * K, mxcc_pool_threads(omp_get_max_threads())) : 1;
     if (nt > npanels)
         nt = npanels;
     if (nt <= 1) {

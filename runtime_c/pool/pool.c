@@ -24,9 +24,10 @@
  * whatever the thread count and however uneven the split (a daemon's moment: up to 0.56 in one window), with
  * one busy process on 2 cores 1.2-1.6 (ResNet-50 b1, 2 threads). From LOST_CORES on in two windows in a row,
  * the highest-numbered thread sits out (mxcc_pool_threads: the kernels split for one thread fewer; another
- * one if two more windows lose as much) for CAP_NS, then all threads are tried again. (The time the caller waited is no measure: an uneven split makes it wait on a quiet machine,
- * 5% of a network's job time on 2 threads, 35-46% on 16 by the split simulator.) The kernels split whole
- * units of work (parallel.h), so no result changes.
+ * one if two more windows lose as much) for CAP_NS, then all threads are tried again. (The time the caller
+ * waits is no measure: an uneven split makes it wait on a quiet machine, 5% of a network's job time on 2
+ * threads, 35-46% on 16 by the split simulator.) The kernels split whole units of work (parallel.h), so no
+ * result changes.
  *
  * Simulation (mxcc_pool_simulate) bypasses all of this: the caller runs and times every chunk (simulate) and
  * places it on a thread as the claims above would on a quiet machine (sim_assign). The normal path pays one

@@ -136,7 +136,8 @@ static int cap_test(void)
     }
     const long t = now_ns();
     if (mxcc_pool_threads(4) != 1 || mxcc_pool_threads(1) != 1) {
-        fprintf(stderr, "capped: %d threads of 4, %d of 1 (expected 1, 1)\n", mxcc_pool_threads(4), mxcc_pool_threads(1));
+        fprintf(stderr, "capped: %d threads of 4, %d of 1 (expected 1, 1)\n", mxcc_pool_threads(4),
+                mxcc_pool_threads(1));
         return 1;
     }
     while (mxcc_pool_threads(2) == 1) {
