@@ -430,8 +430,9 @@ def test_perf_record_mlp(mlp_dir, capsys):
     assert set(shares) == {k.function for k in kernels}               # every kernel named
     # the forward's samples are the layers' plus those between kernels (call overhead, timeline hooks)
     between = _between(report)
-    assert sum(shares.values()) + sum(between) == pytest.approx(100, abs=5)   # ~100%: rounding, samples at edges
-    assert sum(shares.values()) >= 90
+    # ~100%: rounding, samples at edges; the report in the message, for the rare run that misplaces (TODO(8))
+    assert sum(shares.values()) + sum(between) == pytest.approx(100, abs=5), report
+    assert sum(shares.values()) >= 90, report
     folded = (o / "stacks.folded").read_text()
     assert "mlp_bench;mlp_forward;mlp_fullyconnected0;" in folded
     svg = (o / "flame.svg").read_text()
