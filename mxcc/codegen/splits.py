@@ -266,33 +266,42 @@ def conv1x1_split(batch: int, C: int, P: int, O: int, T: int, isa: Isa, parallel
     tail = _pw_panel_cost(P - (panels - 1) * nr, isa)
     if nt == 1:
         return _serial("conv1x1", atoms, float(_pw_units_cost(0, units, panels, tail) * nb))
-    total, share = _pw_units_cost(0, units, panels, tail), _cdiv(nb, nt)
-    by_pixel = [_pw_units_cost(b, e, panels, tail) * nb + (e - b) * _READ_UNIT + nb * _READ_PANEL
-                for b, e in _ranges(units, nt)]
-    by_weight = [total * (e - b) + (units * _READ_UNIT + (e - b) * _READ_PANEL if e > b else 0)
-                 for b, e in _ranges(nb, nt)]
-    busiest = max(_pw_units_cost(b, e, panels, tail) for b, e in _ranges(units, nt))
-    pixels = busiest * nb + _cdiv(units, nt) * _READ_UNIT + nb * _READ_PANEL
-    weights = total * share + units * _READ_UNIT + share * _READ_PANEL
-    plain = min(pixels, weights)
+    total = _pw_units_cost(0, units, panels, tail)
+
+    def block_loads(pu: int, pw: int) -> list[int]:
+        return [_pw_units_cost(b, e, panels, tail) * (c1 - c0) + (e - b) * _READ_UNIT + (c1 - c0) * _READ_PANEL
+                if e > b and c1 > c0 else 0 for b, e in _ranges(units, pu) for c0, c1 in _ranges(nb, pw)]
+
+    # the blocks: pu pixel groups x nt // pu weight groups (no more of either than items), the busiest cheapest
+    # (ties: more pixel groups)
+    plain, blocks = None, None
+    for pu in range(min(nt, units), 0, -1):
+        pw = min(nt // pu, nb)
+        busiest = max(_pw_units_cost(b, e, panels, tail) for b, e in _ranges(units, pu))
+        share = _cdiv(nb, pw)
+        cost = busiest * share + _cdiv(units, pu) * _READ_UNIT + share * _READ_PANEL
+        if plain is None or cost < plain:
+            plain, blocks = cost, (pu, pw)
     cap, grid_at = _pw_grid_split(units, nb, panels, tail, nt)
     grid_loads = [sum(tail if a // nb % panels == panels - 1 else 24 for a in range(grid_at[p], grid_at[p + 1]))
                   + len({a // nb for a in range(grid_at[p], grid_at[p + 1])}) * _READ_UNIT
                   + len({a % nb for a in range(grid_at[p], grid_at[p + 1])}) * _READ_PANEL for p in range(nt)]
-    grid, at = ((cap + min(_cdiv(units * nb, nt), nb) * _READ_PANEL, grid_at)
-                if 100 * (total * nb + units * _READ_UNIT) < 97 * plain * nt else (plain, None))
+    grid = (cap + min(_cdiv(units * nb, nt), nb) * _READ_PANEL
+            if 100 * (total * nb + units * _READ_UNIT) < 97 * plain * nt else plain)
+    pu, pw = blocks
     if 100 * grid < 97 * plain:   # the grid only when 3% better: it streams every weight panel through each part
-        loads, how = grid_loads, f"{units} pixel x {nb} weight panels in {nt} parts"
-    elif pixels <= weights:
-        loads, how = by_pixel, f"pixel panels in {nt} parts"
+        parts, loads, how = nt, grid_loads, f"{units} pixel x {nb} weight panels in {nt} parts"
     else:
-        loads, how = by_weight, f"weight panels in {nt} parts"
+        parts, loads = pu * pw, block_loads(pu, pw)
+        how = (f"pixel panels in {pu} parts" if pw == 1 else f"weight panels in {pw} parts" if pu == 1
+               else f"{pu} pixel groups x {pw} weight groups = {pu * pw} parts")
     # efficiency: one thread's time (tiles and one read of everything) over T, against the busiest thread's (a
     # split that balances the tiles may have threads read the same panels, which is what the C weighs too); the
-    # ideal: the best of the kernel's three splits so weighed
+    # ideal: the best of the kernel's splits so weighed
     work = float(total * nb + units * _READ_UNIT + nb * _READ_PANEL)
-    best = work / nt / min(max(x) for x in (by_pixel, by_weight, grid_loads))
-    return Split("conv1x1", nt, nt, atoms, tuple(float(x) for x in loads), how,
+    candidates = [grid_loads] + [block_loads(q, min(nt // q, nb)) for q in range(1, min(nt, units) + 1)]
+    best = work / nt / min(max(x) for x in candidates)
+    return Split("conv1x1", nt, parts, atoms, tuple(float(x) for x in _padded(loads, nt)), how,
                  best=max(best, work / nt / max(loads)), work=work)
 
 

@@ -71,6 +71,10 @@ int mxcc_pool_in_chunk(void);
  * (no worker came in time): for tests and benchmarks. */
 void mxcc_pool_stats(long *jobs, long *caller_only);
 
+/* How many times the pool found the machine oversubscribed and split for a thread fewer (pool.c): 0 on a
+ * quiet machine, whatever its thread count. */
+long mxcc_pool_caps(void);
+
 /* ---- simulation ----
  * mxcc_pool_simulate(T), T > 0: from now on every job (not one called from inside a chunk) runs its chunks
  * serially in the calling thread, as the serial fallback does (worker 0, mxcc_pool_in_chunk() true), timing

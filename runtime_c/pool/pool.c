@@ -19,15 +19,21 @@
  * threads share 2 cores and the scheduler preempts each in turn; a job whose chunk is held by a preempted
  * thread waits out the time slice, and 2 threads run slower than 1 (MobileNet 1.0 b1, Intel Xeon 2-vCPU VM,
  * one core busy: 10.3-12.0 ms on 2 threads, 8.5 ms on 1). Every SAMPLE_EVERY-th job, each thread times its
- * chunks by the clock and by its own CPU time (what it ran, preemption excluded); over WINDOW_NS of such chunks
- * the caller counts the cores the job's threads lost, (clock - CPU) / clock x threads: quiet, 0.01-0.05
- * whatever the thread count and however uneven the split (a daemon's moment: up to 0.56 in one window), with
- * one busy process on 2 cores 1.2-1.6 (ResNet-50 b1, 2 threads). From LOST_CORES on in two windows in a row,
- * the highest-numbered thread sits out (mxcc_pool_threads: the kernels split for one thread fewer; another
- * one if two more windows lose as much) for CAP_NS, then all threads are tried again. (The time the caller
- * waits is no measure: an uneven split makes it wait on a quiet machine, 5% of a network's job time on 2
- * threads, 35-46% on 16 by the split simulator.) The kernels split whole units of work (parallel.h), so no
- * result changes.
+ * chunks by the clock and by its own CPU time (what it ran, preemption excluded); over a window of such chunks
+ * (WINDOW_NS of all threads' and THREAD_WINDOW_NS a thread) the caller takes each thread's lost share,
+ * (clock - CPU) / clock. A process busy on one core takes about half the time of the thread that shares it,
+ * and keeps doing so (on 2 cores, 2 threads lost 1.2-1.6 cores together, ResNet-50 b1). A quiet machine
+ * loses a little everywhere and now and then more: 0.01-0.05 of a core over all threads on the 2-vCPU VM (a
+ * daemon's moment: up to 0.56 in one window); ~5% of every thread on a 16-vCPU VM, 0.8 cores together, which
+ * one thread fewer would not give back (a rule on the cores lost in total capped that machine, quiet, in 14
+ * of 69 one-second runs), and there 30% of one thread's 1.25 ms of chunks twice in a row now and then (20 ms
+ * windows whatever the thread count: 7 of 30 runs; 5 ms a thread: 0 of 20, and 2 caps in each 2-second run
+ * with one busy process). So when a thread lost LOST_SHARE or more of its time in two windows in a row, the
+ * highest-numbered thread sits out (mxcc_pool_threads: the kernels split for one thread fewer; another one
+ * if two more windows lose as much) for CAP_NS, then all threads are tried again. (The time the caller waits
+ * is no measure: an uneven split makes it wait on a quiet machine, 5% of a network's job time on 2 threads,
+ * 35-46% on 16 by the split simulator.) The kernels split whole units of work (parallel.h), so no result
+ * changes.
  *
  * Simulation (mxcc_pool_simulate) bypasses all of this: the caller runs and times every chunk (simulate) and
  * places it on a thread as the claims above would on a quiet machine (sim_assign). The normal path pays one
@@ -57,16 +63,19 @@
  * x86 CPU and 140 on another. */
 #define SPIN_NS 500000L
 /* The oversubscription test (above): every SAMPLE_EVERY-th job sampled; a window of WINDOW_NS of sampled chunk
- * time (all threads); LOST_CORES in hundredths of a core; a cap lasts CAP_NS. A thread's CPU clock costs
- * 0.2 us to read (a system call), 4 reads per chunk of a sampled job. */
+ * time (all threads), THREAD_WINDOW_NS per thread where that is more; LOST_SHARE in percent of a thread's sampled time; a cap lasts CAP_NS. A thread's CPU
+ * clock costs 0.2 us to read (a system call), 4 reads per chunk of a sampled job. */
 #ifndef SAMPLE_EVERY
 #define SAMPLE_EVERY 8
 #endif
 #ifndef WINDOW_NS
 #define WINDOW_NS 20000000L
 #endif
-#ifndef LOST_CORES
-#define LOST_CORES 80
+#ifndef THREAD_WINDOW_NS
+#define THREAD_WINDOW_NS 5000000L
+#endif
+#ifndef LOST_SHARE
+#define LOST_SHARE 30
 #endif
 #ifndef CAP_NS
 #define CAP_NS 1000000000L
@@ -92,12 +101,19 @@ static struct {
     _Atomic int workers;         /* pool threads made: ids 1..workers */
     int forked;                  /* pthread_atfork handler installed */
     _Atomic long jobs, caller_only;
+    _Atomic long caps;           /* times the cap was set (mxcc_pool_caps) */
     _Atomic int cap;             /* threads a job may use while oversubscribed (0: no cap) */
     _Atomic long cap_until;      /* now_ns() when the cap is lifted */
-    _Atomic long clock_ns, cpu_ns;   /* the window's sampled chunks: clock time, CPU time (all threads) */
+    _Atomic long clock_ns;       /* the window's sampled chunk time, all threads */
     int window_threads;          /* the most threads a job of the window had (the caller's, under busy) */
-    int over;                    /* windows in a row that lost LOST_CORES (the caller's, under busy) */
+    unsigned char over[MAX_THREADS];   /* per thread: windows in a row it lost LOST_SHARE (the caller's) */
 } pool = {.busy = PTHREAD_MUTEX_INITIALIZER, .grow = PTHREAD_MUTEX_INITIALIZER};
+
+/* each thread's sampled chunk time in the window, by the clock and by its CPU clock: its own cache line */
+static struct {
+    _Atomic long clock_ns, cpu_ns;
+    char pad[64 - 2 * sizeof(long)];
+} by_thread[MAX_THREADS];
 
 static _Thread_local int in_chunk;   /* a pool worker, or a caller running its job: nested calls run serially */
 static _Atomic int forced = -1;      /* mxcc_pool_enable: 1 pool, 0 OpenMP regions, -1 as the caller selects */
@@ -157,7 +173,8 @@ static inline void run_chunk(mxcc_chunk_fn fn, void *arg, long c, int worker, in
     fn(arg, c, worker);
     const long c1 = thread_cpu_ns(), t1 = now_ns();
     atomic_fetch_add_explicit(&pool.clock_ns, t1 - t0, memory_order_relaxed);
-    atomic_fetch_add_explicit(&pool.cpu_ns, c1 - c0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&by_thread[worker].clock_ns, t1 - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&by_thread[worker].cpu_ns, c1 - c0, memory_order_relaxed);
 }
 
 static void finish(void)
@@ -480,17 +497,27 @@ void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
     if (threads > pool.window_threads)
         pool.window_threads = threads;
     const long clock_ns = atomic_load_explicit(&pool.clock_ns, memory_order_relaxed);
-    if (clock_ns >= WINDOW_NS) {
-        const long lost = clock_ns - atomic_load_explicit(&pool.cpu_ns, memory_order_relaxed);
-        const int had = pool.window_threads;
-        pool.over = 100 * lost * had >= LOST_CORES * clock_ns ? pool.over + 1 : 0;
-        if (pool.over >= 2) {   /* two windows in a row: one is a daemon's moment */
+    const int had = pool.window_threads;
+    if (clock_ns >= WINDOW_NS && clock_ns >= THREAD_WINDOW_NS * had) {
+        int cap = 0;
+        for (int t = 0; t < had; t++) {
+            const long c = atomic_load_explicit(&by_thread[t].clock_ns, memory_order_relaxed);
+            const long lost = c - atomic_load_explicit(&by_thread[t].cpu_ns, memory_order_relaxed);
+            /* a thread with little time in the window (a few small chunks) says nothing either way */
+            const int counts = c >= clock_ns / 8 / had;
+            pool.over[t] = counts && 100 * lost >= LOST_SHARE * c ? pool.over[t] + 1 : counts ? 0 : pool.over[t];
+            cap |= pool.over[t] >= 2;   /* two windows in a row: one is a daemon's moment */
+            atomic_store_explicit(&by_thread[t].clock_ns, 0, memory_order_relaxed);
+            atomic_store_explicit(&by_thread[t].cpu_ns, 0, memory_order_relaxed);
+        }
+        if (cap) {
             atomic_store_explicit(&pool.cap_until, now_ns() + CAP_NS, memory_order_relaxed);
             atomic_store_explicit(&pool.cap, had > 1 ? had - 1 : 1, memory_order_relaxed);
-            pool.over = 0;
+            atomic_fetch_add_explicit(&pool.caps, 1, memory_order_relaxed);
+            for (int t = 0; t < had; t++)
+                pool.over[t] = 0;
         }
         atomic_store_explicit(&pool.clock_ns, 0, memory_order_relaxed);
-        atomic_store_explicit(&pool.cpu_ns, 0, memory_order_relaxed);
         pool.window_threads = 0;
     }
     atomic_fetch_add_explicit(&pool.jobs, 1, memory_order_relaxed);
@@ -532,4 +559,9 @@ void mxcc_pool_stats(long *jobs, long *caller_only)
 {
     *jobs = atomic_load(&pool.jobs);
     *caller_only = atomic_load(&pool.caller_only);
+}
+
+long mxcc_pool_caps(void)
+{
+    return atomic_load(&pool.caps);
 }

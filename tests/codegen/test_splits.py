@@ -117,6 +117,13 @@ def test_grid_split_of_small_planes():
     # (a pixel split or a grid would have every part stream most of the 1 MB weight), the best of the three
     s = splits.conv1x1_split(1, 512, 196, 512, 16, isa)
     assert "weight panels in 16" in s.how and s.efficiency == pytest.approx(s.ideal)
+    # ResNet-50's 1024 -> 256 at 14x14 on 16 threads: 6 pixel units x 22 weight panels in 2 x 8 blocks of 3 x 3
+    # tiles (a weight split gave each thread 6 x 2 tiles and all of the input), on 2 threads still by weights
+    s = splits.conv1x1_split(1, 1024, 196, 256, 16, isa)
+    assert s.how == "2 pixel groups x 8 weight groups = 16 parts" and s.efficiency == pytest.approx(s.ideal)
+    weights = s.work / 16 / (6 * 24 * 2 + 6 * 8 + 2 * 24)   # the weight split's busiest: 12 tiles, 6 units, 2 panels
+    assert s.efficiency > 1.15 * weights
+    assert splits.conv1x1_split(1, 1024, 196, 256, 2, isa).how == "weight panels in 2 parts"
     # SqueezeNet's 64 -> 16 squeeze at 55x55 on 2 threads: 2 weight panels, 95 pixel panels: by pixels (a weight
     # split had each thread read the whole input: 120 us against 38)
     assert splits.conv1x1_split(1, 64, 55 * 55, 16, 2, isa).how == "pixel panels in 2 parts"

@@ -112,7 +112,8 @@ def test_conv1x1_straight_line_epilogues(isa, ep, act):
 @pytest.mark.parametrize("shape", [(1, 48, 400, 40),    # 13 pixel panels: split by pixels
                                    (1, 64, 49, 128),    # 2 panels, 11+ weight panels: split by weights
                                    (3, 16, 70, 50),
-                                   (1, 32, 196, 200)],  # 7 x 17 panels: a grid on 16 threads
+                                   (1, 64, 400, 64),    # 13 x 6 panels: a grid on 5 threads (AVX-512)
+                                   (1, 256, 196, 64)],  # 6 x 6 panels: 2 x 2 blocks on 5 threads, 2 x 6 on 16
                          ids=lambda s: "n{}c{}p{}o{}".format(*s))
 def test_conv1x1_threads_give_identical_bits(isa, shape):
     check_same_bits_on_threads(Pointwise(*isa, *shape, ep=("scale", "shift", "residual"), act="RELU", seed=2))
