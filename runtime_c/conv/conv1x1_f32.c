@@ -783,15 +783,28 @@ static long units_cost(long u0, long u1, long panels, long tail)
 /* The grid of pixel units x weight panels (unit-major) split into parts of contiguous tiles with the least
  * busiest part: grid_fill packs tiles greedily into parts of capacity cap (each part takes tiles while they
  * fit) and returns how many parts that takes, writing their first tiles to at[0..parts] when it fits in
- * `parts`; grid_split bisects on cap (whole cost units) for the least that fits. O(units) per try: each
- * unit's tiles cost the same (24, or the short last panel's `tail`). */
+ * `parts`; grid_split bisects on cap (whole cost units) for the least that fits, up to `most`. Each unit's
+ * tiles cost the same (24, or the short last panel's `tail`), so a part takes whole full units at once:
+ * O(parts + images) a try. */
 static int grid_fill(long units, int nb, long panels, long tail, long cap, int parts, long *at)
 {
     int p = 0;
     long load = 0, a = 0;
     at[0] = 0;
+    const long whole = READ_UNIT + 24L * nb;   /* a full unit that a part takes whole */
     for (long u = 0; u < units; u++) {
         const long c = u % panels == panels - 1 ? tail : 24;
+        if (u % panels != panels - 1 && load + whole <= cap) {
+            /* as many whole full units as fit, up to the image's short last one: the loop below would take
+             * them one by one (O(units) a try, 20-60 us a call for 56x56 and 112x112 on 16 threads) */
+            const long run = panels - 1 - u % panels < units - u ? panels - 1 - u % panels : units - u;
+            long k = (cap - load) / whole;
+            k = k < run ? k : run;
+            load += k * whole;
+            a += k * nb;
+            u += k - 1;
+            continue;
+        }
         load += READ_UNIT;   /* this part starts on the unit */
         for (long left = nb; left > 0;) {
             long fit = (cap - load) / c;
@@ -811,12 +824,14 @@ static int grid_fill(long units, int nb, long panels, long tail, long cap, int p
     return p + 1;
 }
 
-static long grid_split(long units, int nb, long panels, long tail, int parts, long *at)
+static long grid_split(long units, int nb, long panels, long tail, int parts, long most, long *at)
 {
     const long total = units_cost(0, units, panels, tail) * nb + units * READ_UNIT;
     long lo = (total + parts - 1) / parts, hi = total + (long)parts * READ_UNIT;
     if (lo < 24 + READ_UNIT) lo = 24 + READ_UNIT;   /* a part holds at least one tile */
-    if (hi < lo) hi = lo;
+    if (hi > most) hi = most;   /* a larger cap would not be taken: fewer tries */
+    if (hi < lo || grid_fill(units, nb, panels, tail, hi, parts, at) > parts)
+        return most + 1;
     while (lo < hi) {
         const long mid = lo + (hi - lo) / 2;
         if (grid_fill(units, nb, panels, tail, mid, parts, at) <= parts) hi = mid;
@@ -908,8 +923,10 @@ void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const floa
      * panels as it has tiles (at most all): they stream from memory for it as for a part of a weight split,
      * the parts of other units reading them at the same time */
     const long tiles_per_part = (units * nb + nt - 1) / nt, grid_panels = tiles_per_part < nb ? tiles_per_part : nb;
+    /* the largest cap of the grid's parts that would be taken: the search stops there (most + 1: none below) */
+    const long most = (97 * plain + 99) / 100 - grid_panels * READ_PANEL - 1;
     const long grid = 100 * (total * nb + units * READ_UNIT) < 97 * plain * nt
-                    ? grid_split(units, nb, panels, tail, nt, at) + grid_panels * READ_PANEL : plain;
+                    ? grid_split(units, nb, panels, tail, nt, most, at) + grid_panels * READ_PANEL : plain;
     const int how = 100 * grid < 97 * plain ? BY_GRID : BY_BLOCKS;
     const int parts = how == BY_GRID ? nt : best_parts;
     split_job job = {&pb, scratch, per_thread, units, at, nb, best_pw, how, parts};

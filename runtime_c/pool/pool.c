@@ -63,8 +63,9 @@
  * x86 CPU and 140 on another. */
 #define SPIN_NS 500000L
 /* The oversubscription test (above): every SAMPLE_EVERY-th job sampled; a window of WINDOW_NS of sampled chunk
- * time (all threads), THREAD_WINDOW_NS per thread where that is more; LOST_SHARE in percent of a thread's sampled time; a cap lasts CAP_NS. A thread's CPU
- * clock costs 0.2 us to read (a system call), 4 reads per chunk of a sampled job. */
+ * time (all threads), THREAD_WINDOW_NS per thread where that is more; LOST_SHARE in percent of a thread's
+ * sampled time; a cap lasts CAP_NS. A thread's CPU clock costs 0.2 us to read (a system call), 4 reads per
+ * chunk of a sampled job. */
 #ifndef SAMPLE_EVERY
 #define SAMPLE_EVERY 8
 #endif
