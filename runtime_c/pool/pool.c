@@ -268,6 +268,15 @@ static void after_fork_child(void)
     for (int c = 0; c < MAX_THREADS; c++)
         atomic_store(&pool.own[c], 0);
     atomic_store(&pool.sleepers, 0);
+    /* a window half measured by the parent's threads, or its cap, says nothing of the child's */
+    atomic_store(&pool.clock_ns, 0);
+    atomic_store(&pool.cap, 0);
+    pool.window_threads = 0;
+    for (int t = 0; t < MAX_THREADS; t++) {
+        pool.over[t] = 0;
+        atomic_store(&by_thread[t].clock_ns, 0);
+        atomic_store(&by_thread[t].cpu_ns, 0);
+    }
     in_chunk = 0;
 }
 

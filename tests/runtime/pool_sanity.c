@@ -4,11 +4,13 @@
  * tests/runtime/test_pool.py (and with OpenMP: argument "pool" runs the jobs on the pool, none as OpenMP
  * regions); prints "ok <pool jobs> <those the caller ran alone>" or exits 1. Argument "cap" (a build with a short
  * CAP_NS): an uneven split alone does not make the pool split for fewer threads (mxcc_pool_threads); three
- * times as many spinning threads as CPUs do, and all threads come back once the cap's time is over. */
+ * times as many spinning threads as CPUs do, a child forked then is not capped, and all threads come back once
+ * the cap's time is over. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -138,6 +140,20 @@ static int cap_test(void)
     if (mxcc_pool_threads(4) != 1 || mxcc_pool_threads(1) != 1) {
         fprintf(stderr, "capped: %d threads of 4, %d of 1 (expected 1, 1)\n", mxcc_pool_threads(4),
                 mxcc_pool_threads(1));
+        return 1;
+    }
+    /* a child forked while the parent is capped starts a pool of its own, uncapped, and loses no chunk */
+    const pid_t child = fork();
+    if (child == 0) {
+        int ok = mxcc_pool_threads(2) == 2;
+        for (int th = 1; th <= 4 && ok; th++)
+            for (long c = 1; c <= 40 && ok; c += 7)
+                ok = run_one(th, c);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 1;
+    if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status)) {
+        fprintf(stderr, "a child forked while capped: still capped, or a chunk lost or repeated\n");
         return 1;
     }
     while (mxcc_pool_threads(2) == 1) {
