@@ -3,7 +3,8 @@ written straight into NCHW, against a float64 numpy product: pixel counts, chann
 channels that do not fill the register tile (AVX-512 12 x 32, AVX2 6 x 16, plain C 4 x 16), 1-pixel images,
 batch 1 and 3, every epilogue part incl. a residual, 1 vs 2 threads (identical bits, both thread splits),
 the native / haswell / x86-64 builds, the scratch and packed-weight sizes (NaN guards after them must
-survive), and an ASan/UBSan build of a C driver (tests/runtime/conv1x1_sanity.c) against a naive loop.
+survive), an ASan/UBSan build of a C driver (tests/runtime/conv1x1_sanity.c) against a naive loop, and the
+grid split's part boundaries against the model's (tests/runtime/conv1x1_grid.c).
 
 Tolerance as in tests/runtime/test_gemm.py: GEMM_RTOL * sqrt(C) * (|W| . |x|) per output, scaled through the
 epilogue, plus a few ulp of the epilogue's own roundings.
@@ -15,8 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mxcc_testing import (EPILOGUE_CASES, build_isa_libs, check_same_bits_on_threads, check_within, conv_kernel_cdef,
-                          epilogue_reference, load_isa_lib, run_guarded, run_sanitizer_driver, float_buf as _f)
+from mxcc_testing import (CC, EPILOGUE_CASES, build_isa_libs, check_same_bits_on_threads, check_within,
+                          conv_kernel_cdef, epilogue_reference, load_isa_lib, needs_gcc, run_guarded,
+                          run_sanitizer_driver, float_buf as _f)
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime_c"
@@ -140,3 +142,34 @@ def test_conv1x1_scaled_packed_weight_is_the_packed_scaled_weight(isa, o, c):
     lib.mxcc_conv1x1_scale_packed_w_f32(o, c, _f(ffi, got), _f(ffi, scale))
     lib.mxcc_conv1x1_pack_w_f32(o, c, _f(ffi, np.ascontiguousarray(w * scale[:, None])), _f(ffi, want))
     assert np.array_equal(got, want)
+
+
+@needs_gcc
+def test_grid_split_matches_the_model(tmp_path):
+    """conv1x1_f32.c's grid split (a part takes whole pixel units at once; the search stops at the largest cap
+    the choice could take) against codegen/splits.py's, which fills tile by tile: the same cap and the same
+    part boundaries on random geometries, several images (a short last panel each) included."""
+    import random
+    import subprocess
+    from mxcc.codegen import splits
+    exe = tmp_path / "conv1x1_grid"
+    build = subprocess.run([CC, "-O2", f"-I{RUNTIME}", f"-I{RUNTIME / 'conv'}",
+                            str(Path(__file__).with_name("conv1x1_grid.c")), str(RUNTIME / "gemm" / "epilogue_f32.c"),
+                            str(RUNTIME / "pool" / "pool.c"), "-lpthread", "-lm", "-o", str(exe)],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    rng = random.Random(5)
+    cases = []
+    for _ in range(1500):
+        panels, images = rng.randint(1, 120), rng.randint(1, 3)
+        units, nb, tail, parts = panels * images, rng.randint(1, 90), rng.randint(1, 30), rng.randint(2, 64)
+        lo, at = splits._pw_grid_split(units, nb, panels, tail, parts)
+        most = rng.choice([1 << 40, lo, lo - 1, lo + rng.randint(0, 50), max(1, lo - rng.randint(1, 50))])
+        cases.append((units, nb, panels, tail, parts, most, lo, at))
+    text = "".join(f"{u} {nb} {p} {t} {parts} {most}\n" for u, nb, p, t, parts, most, _, _ in cases)
+    out = subprocess.run([str(exe)], input=text, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert len(out) == len(cases)
+    for line, (units, nb, panels, tail, parts, most, lo, at) in zip(out, cases):
+        got = list(map(int, line.split()))
+        want = [lo, *at] if lo <= most else [most + 1]
+        assert got == want, (units, nb, panels, tail, parts, most)
