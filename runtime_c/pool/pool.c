@@ -112,8 +112,8 @@ static struct {
 
 /* each thread's sampled chunk time in the window, by the clock and by its CPU clock: its own cache line */
 static struct {
-    _Atomic long clock_ns, cpu_ns;
-    char pad[64 - 2 * sizeof(long)];
+    _Alignas(64) _Atomic long clock_ns;
+    _Atomic long cpu_ns;
 } by_thread[MAX_THREADS];
 
 static _Thread_local int in_chunk;   /* a pool worker, or a caller running its job: nested calls run serially */
