@@ -25,9 +25,9 @@
  * and keeps doing so (on 2 cores, 2 threads lost 1.2-1.6 cores together, ResNet-50 b1). A quiet machine
  * loses a little everywhere and now and then more: 0.01-0.05 of a core over all threads on the 2-vCPU VM (a
  * daemon's moment: up to 0.56 in one window); ~5% of every thread on a 16-vCPU VM, 0.8 cores together, which
- * one thread fewer would not give back (a rule on the cores lost in total capped that machine, quiet, in 14
- * of 69 one-second runs), and there 30% of one thread's 1.25 ms of chunks twice in a row now and then (20 ms
- * windows whatever the thread count: 7 of 30 runs; 5 ms a thread: 0 of 20, and 2 caps in each 2-second run
+ * one thread fewer would not give back (a rule on the cores lost in total capped that machine, quiet, in 9
+ * of 44 one-second runs), and there 30% of one thread's 1.25 ms of chunks twice in a row now and then (20 ms
+ * windows whatever the thread count: 12 of 55 runs; 5 ms a thread: 0 of 20, and 2 caps in each 2-second run
  * with one busy process). So when a thread lost LOST_SHARE or more of its time in two windows in a row, the
  * highest-numbered thread sits out (mxcc_pool_threads: the kernels split for one thread fewer; another one
  * if two more windows lose as much) for CAP_NS, then all threads are tried again. (The time the caller waits
