@@ -2,7 +2,10 @@
 # The many-core check: one short script for a borrowed machine with many cores (numpy, onnx, onnxruntime and
 # gcc there; cffi and pycparser carried as wheels in .whl/, mxcc run from this checkout).
 #
-#   bash benchmarks/many_core.sh OUTDIR [THREADS]        (THREADS default: 1,2,4,8,<cores>)
+#   bash benchmarks/many_core.sh OUTDIR [THREADS [BASE]]   (THREADS default: 1,2,4,8,<cores>)
+#
+# BASE: a directory holding another version's mxcc/, runtime_c/ and templates/ (made here with `git archive REV
+# mxcc runtime_c templates pyproject.toml | tar x -C .base`, carried along), for step 5.
 #
 # In order, each step's results written to OUTDIR as soon as it ends (a run cut short keeps what it did):
 #  1. the machine: CPU model and flags, gcc, Python and the packages' versions; benchmarks/pool_jobs.c (what a
@@ -13,7 +16,11 @@
 #  3. the split simulator against the real thing: for ResNet-18, ResNet-50 and MobileNet 1.0 at batch 1, the
 #     compiled <net>_bench's per-kernel profile at 1 thread and at the most threads, and its simulation of the
 #     most threads from chunks run one at a time (--simulate-threads): traces.tgz;
-#  4. per layer against ORT at the most threads (benchmarks/cnn.py --layers) for ResNet-18 and ResNet-50.
+#  4. per layer against ORT at the most threads (benchmarks/cnn.py --layers) for ResNet-18 and ResNet-50;
+#  5. with BASE: the five CNNs at batch 1 built by BASE and by this checkout, each from its own directory
+#     (`python3 -m mxcc` imports the package of the working directory before any on PYTHONPATH: a build run
+#     from here with PYTHONPATH=BASE is this checkout's), `<net>_bench --threads <most> --seconds 1 --pool`
+#     alternating, 5 rounds (the pool line says when the cap engaged).
 set -u
 out=${1:-many_core_out}
 mkdir -p "$out"
@@ -25,6 +32,7 @@ if [ -d .whl ] && ! python3 -c "import cffi" 2>/dev/null; then
 fi
 cores=$(nproc)
 threads=${2:-}
+base=${3:-}
 if [ -z "$threads" ]; then
     threads=1; t=2
     while [ $t -lt "$cores" ]; do threads="$threads,$t"; t=$((t * 2)); done
@@ -63,4 +71,27 @@ echo "== per layer vs ORT at $most threads ($SECONDS s)"
 for net in resnet18_v1 resnet50_v1; do
     python3 benchmarks/cnn.py --nets "$net" --batch 1 --layers 100 --threads "$most"
 done
+if [ -n "$base" ]; then
+    echo "== A/B at $most threads: $base vs this checkout ($SECONDS s)"
+    ab=$(mktemp -d)
+    here=$PWD
+    for net in resnet18_v1 resnet50_v1 mobilenet1.0 mobilenetv2_1.0 squeezenet1.1; do
+        js=$here/tests/data/models/$net/$net-symbol.json
+        [ -f "$js" ] || js=$here/benchmarks/models/$net/$net-symbol.json
+        (cd "$base" && python3 -m mxcc compile "$js" --shape data=1,3,224,224 --random-params --name x \
+            -o "$ab/base_$net" > /dev/null) &
+        python3 -m mxcc compile "$js" --shape data=1,3,224,224 --random-params --name x -o "$ab/this_$net" \
+            > /dev/null &
+        wait $!   # this checkout's build (the base build runs beside it)
+    done
+    wait_for=$(jobs -p); [ -n "$wait_for" ] && wait $wait_for
+    for r in 1 2 3 4 5; do
+        for net in resnet18_v1 resnet50_v1 mobilenet1.0 mobilenetv2_1.0 squeezenet1.1; do
+            for side in base this; do
+                [ -x "$ab/${side}_$net/x_bench" ] || continue
+                echo "$r $net $side $("$ab/${side}_$net/x_bench" --threads "$most" --seconds 1 --pool | tr '\n' ' ')"
+            done
+        done
+    done
+fi
 echo "== done ($SECONDS s)"
