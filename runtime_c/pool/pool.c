@@ -514,8 +514,8 @@ void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
             const long c = atomic_load_explicit(&by_thread[t].clock_ns, memory_order_relaxed);
             const long lost = c - atomic_load_explicit(&by_thread[t].cpu_ns, memory_order_relaxed);
             /* a thread with little time in the window (a few small chunks) says nothing either way */
-            const int counts = c >= clock_ns / 8 / had;
-            pool.over[t] = counts && 100 * lost >= LOST_SHARE * c ? pool.over[t] + 1 : counts ? 0 : pool.over[t];
+            if (c >= clock_ns / 8 / had)
+                pool.over[t] = 100 * lost >= LOST_SHARE * c ? pool.over[t] + 1 : 0;
             cap |= pool.over[t] >= 2;   /* two windows in a row: one is a daemon's moment */
             atomic_store_explicit(&by_thread[t].clock_ns, 0, memory_order_relaxed);
             atomic_store_explicit(&by_thread[t].cpu_ns, 0, memory_order_relaxed);
