@@ -60,7 +60,7 @@ int mxcc_pool_select(int on);
 int mxcc_pool_selected(void);
 
 /* How many threads a kernel about to run should split its work for, of `threads` (omp_get_max_threads()):
- * fewer while the pool finds the machine oversubscribed (pool.c), else `threads`. */
+ * one fewer while the pool finds the machine oversubscribed and `threads` >= 4 (pool.c), else `threads`. */
 int mxcc_pool_threads(int threads);
 
 /* Whether this thread runs a chunk (of a job of its own or as a pool worker): a kernel called here runs
@@ -71,8 +71,9 @@ int mxcc_pool_in_chunk(void);
  * (no worker came in time): for tests and benchmarks. */
 void mxcc_pool_stats(long *jobs, long *caller_only);
 
-/* How many times the pool found the machine oversubscribed and split for a thread fewer (pool.c): 0 on a
- * quiet machine, whatever its thread count. */
+/* How many times the pool found the machine oversubscribed (pool.c) and split for a thread fewer (jobs of 4
+ * threads or more) or let its workers sleep between jobs (fewer): 0 on a quiet machine, whatever its thread
+ * count. */
 long mxcc_pool_caps(void);
 
 /* ---- simulation ----

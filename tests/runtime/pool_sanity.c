@@ -3,9 +3,10 @@
  * threads at once lose nothing. Built plain, with ThreadSanitizer and with AddressSanitizer by
  * tests/runtime/test_pool.py (and with OpenMP: argument "pool" runs the jobs on the pool, none as OpenMP
  * regions); prints "ok <pool jobs> <those the caller ran alone>" or exits 1. Argument "cap" (a build with a short
- * CAP_NS): an uneven split alone does not make the pool split for fewer threads (mxcc_pool_threads); three
- * times as many spinning threads as CPUs do, a child forked then is not capped, and all threads come back once
- * the cap's time is over. */
+ * CAP_NS and CAP_MIN_THREADS 2): an uneven split alone does not make the pool split for fewer threads
+ * (mxcc_pool_threads); three times as many spinning threads as CPUs do, a child forked then is not capped, and
+ * all threads come back once the cap's time is over. Argument "nocap" (a default build): 2-thread jobs stay on
+ * 2 threads however oversubscribed the machine, and the pool finds it oversubscribed (its workers doze). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -113,6 +114,23 @@ static int capped_within(long ns)
     return 0;
 }
 
+/* 2-thread jobs for up to `ns` with three times as many spinning threads as CPUs (the pool's threads get
+ * about a third of a core each): whether the pool capped them */
+static int capped_while_oversubscribed(long ns)
+{
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN), nhogs = 3 * (cpus > 0 ? cpus : 1);
+    pthread_t *hogs = malloc(sizeof *hogs * (size_t)nhogs);
+    atomic_store(&hogging, 1);
+    for (long i = 0; i < nhogs; i++)
+        pthread_create(&hogs[i], NULL, hog, NULL);
+    const int capped = capped_within(ns);
+    atomic_store(&hogging, 0);
+    for (long i = 0; i < nhogs; i++)
+        pthread_join(hogs[i], NULL);
+    free(hogs);
+    return capped;
+}
+
 static int cap_test(void)
 {
     /* an uneven split keeps the caller waiting, but no thread loses its core: no cap */
@@ -120,18 +138,8 @@ static int cap_test(void)
         fprintf(stderr, "capped on an uneven split, no thread preempted\n");
         return 1;
     }
-    /* three times as many spinning threads as CPUs: the pool's threads get about a third of a core each */
     const long cpus = sysconf(_SC_NPROCESSORS_ONLN), nhogs = 3 * (cpus > 0 ? cpus : 1);
-    pthread_t *hogs = malloc(sizeof *hogs * (size_t)nhogs);
-    atomic_store(&hogging, 1);
-    for (long i = 0; i < nhogs; i++)
-        pthread_create(&hogs[i], NULL, hog, NULL);
-    const int capped = capped_within(5000000000L);
-    atomic_store(&hogging, 0);
-    for (long i = 0; i < nhogs; i++)
-        pthread_join(hogs[i], NULL);
-    free(hogs);
-    if (!capped) {
+    if (!capped_while_oversubscribed(5000000000L)) {
         fprintf(stderr, "5 s of jobs on an oversubscribed machine (%ld spinning threads, %ld CPUs), still 2 threads\n",
                 nhogs, cpus);
         return 1;
@@ -170,6 +178,18 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && argv[1][0] == 'c')
         return cap_test();
+    if (argc > 1 && argv[1][0] == 'n') {   /* "nocap": 2-thread jobs are below CAP_MIN_THREADS: they doze */
+        if (capped_while_oversubscribed(2000000000L)) {
+            fprintf(stderr, "2-thread jobs capped (CAP_MIN_THREADS is 4 unless the build sets it)\n");
+            return 1;
+        }
+        if (mxcc_pool_caps() < 1) {
+            fprintf(stderr, "2 s of 2-thread jobs on an oversubscribed machine: never found oversubscribed\n");
+            return 1;
+        }
+        printf("ok not capped, found oversubscribed %ld times\n", mxcc_pool_caps());
+        return 0;
+    }
     if (argc > 1 && argv[1][0] == 'p')   /* "pool": jobs on the pool (an OpenMP build runs OpenMP regions otherwise) */
         mxcc_pool_enable(1);
     for (int t = 1; t <= 8; t++)
