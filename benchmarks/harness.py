@@ -46,10 +46,10 @@ def time_call(fn, *, min_time: float = 0.25, min_repeats: int = 10, max_repeats:
 
 
 def summarize(samples: list[float]) -> dict:
-    """median, quartiles, min and max of a list of seconds."""
+    """median, quartiles, mean, min and max of a list of seconds."""
     q1, med, q3 = statistics.quantiles(samples, n=4) if len(samples) > 1 else (samples[0],) * 3
-    return {"median_s": med, "q1_s": q1, "q3_s": q3, "min_s": min(samples), "max_s": max(samples),
-            "n": len(samples)}
+    return {"median_s": med, "q1_s": q1, "q3_s": q3, "mean_s": statistics.fmean(samples), "min_s": min(samples),
+            "max_s": max(samples), "n": len(samples)}
 
 
 def summarize_rounds(rounds: list[list[float]]) -> dict:
