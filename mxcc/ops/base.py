@@ -144,6 +144,9 @@ class OpDef:
     epilogue: Callable[[Any], EpilogueStep | None] | None = None
     c_expr: Callable[[Any, list[str]], str] | None = None
     inplace: bool = False                 # output may reuse input 0's storage
+    residual_in_place: Callable | None = None   # ANCHOR: (attrs, in_types, const) -> whether the kernel reads
+                                          # each element of a fused residual before it writes the same
+                                          # output element, and no other: the output may reuse its storage
     view: bool | Callable[[Any], bool] = False   # output is input 0 reinterpreted (Flatten/Reshape): no
                                           # kernel; a function of the attrs where it depends on them (Cast)
     identity_in_inference: bool = False   # Dropout: removed for inference

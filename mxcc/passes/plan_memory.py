@@ -8,7 +8,9 @@ strategies are tried (greedy by size, greedy by definition order, greedy by size
 among equal sizes; all first-fit on offsets, as TFLite's "offset calculation") and the smallest arena wins;
 then, within that arena, each buffer moves to the free range used least recently (`_least_recently_used`: no
 kernel writes over what the one before it read, which costs cross-core invalidations on several threads). With plan=False every buffer gets its own range (naive).
-Elementwise kernels reuse the storage of an input that dies at their step (in-place, `plan.inplace`).
+Elementwise kernels reuse the storage of an input that dies at their step (in-place, `plan.inplace`), and a
+convolution whose kernel reads each residual element before writing its own (OpDef.residual_in_place) the
+storage of a fused residual that dies there.
 With `concat_in_place` (inference plans of a fixed batch), a concatenation whose inputs are each one contiguous
 range of its output (nothing but 1s before the axis) has them written there by the kernels that compute them
 (`plan.slices`): its copies vanish (codegen/lower.py drops a copy whose source is its destination).
@@ -263,29 +265,54 @@ def _live_ranges(graph: Graph) -> dict[tuple[int, int], tuple[str, int, int, int
     return {k: tuple(v) for k, v in vals.items()}
 
 
-def _inplace_roots(graph: Graph, vals, keep: frozenset = frozenset()) -> dict:
-    """Elementwise kernels write over an input that dies at their step (same size): out shares its slot.
+def _residual_input(graph: Graph, members: list, grouped) -> tuple | None:
+    """The value a fused residual add reads (its input from outside the kernel) when the anchor's kernel may
+    write over it (OpDef.residual_in_place) and no other member reads it, else None."""
+    anchor = members[0]
+    if anchor.opdef.residual_in_place is None or len(members) < 2:
+        return None
+    inside = {m.id for m in members}
+    adds = [m for m in members[1:] if m.opdef.epilogue and getattr(m.opdef.epilogue(m.params), "residual", False)]
+    if len(adds) != 1:
+        return None
+    outer = [r for r in adds[0].inputs if r.node not in inside]
+    if len(outer) != 1:
+        return None
+    src = _view_source(graph, outer[0], grouped).key
+    read_elsewhere = any(_view_source(graph, r, grouped).key == src for m in members for r in m.inputs
+                         if m is not adds[0])
+    if read_elsewhere or not anchor.opdef.residual_in_place(
+            anchor.params, [graph.type_of(r) for r in anchor.inputs], bind_time_inputs(graph, anchor)):
+        return None
+    return src
 
-    Only kernels whose every member declares `inplace` (pure elementwise: out[i] depends on in[i] alone), and
-    never over a value in `keep`."""
+
+def _inplace_roots(graph: Graph, vals, keep: frozenset = frozenset()) -> dict:
+    """Kernels write over an input that dies at their step (same size): out shares its slot.
+
+    Elementwise kernels whose every member declares `inplace` (pure elementwise: out[i] depends on in[i]
+    alone), over any such input; an anchor with a fused residual its kernel reads element by element before
+    writing (OpDef.residual_in_place), over the residual. Never over a value in `keep`."""
     root = {k: k for k in vals}
     grouped = grouped_nodes(graph)
     for step, g in enumerate(graph.groups):
         members = [graph.nodes[m] for m in g.members]
-        if len(g.outputs) != 1 or not all(m.opdef.inplace for m in members):
+        if len(g.outputs) != 1:
             continue
         out = g.outputs[0].key
         if out not in vals:
             continue
-        inside = set(g.members)
-        for m in members:
-            for r in m.inputs:
-                if r.node in inside:
-                    continue
-                src = _view_source(graph, r, grouped).key
-                if (src in vals and src not in keep and vals[src][3] == step and vals[src][1] == vals[out][1]
-                        and root[out] == out):
-                    root[out] = root[src]
+        if all(m.opdef.inplace for m in members):
+            inside = set(g.members)
+            candidates = [_view_source(graph, r, grouped).key for m in members for r in m.inputs
+                          if r.node not in inside]
+        else:
+            residual = _residual_input(graph, members, grouped)
+            candidates = [residual] if residual is not None else []
+        for src in candidates:
+            if (src in vals and src not in keep and vals[src][3] == step and vals[src][1] == vals[out][1]
+                    and root[out] == out):
+                root[out] = root[src]
     # path-compress chains (a <- b <- c)
     for k in root:
         while root[root[k]] != root[k]:

@@ -136,6 +136,10 @@ void mxcc_conv_packed_f32(const mxcc_conv_geom *g, int batch, int O, const float
  * the bound a compiler sizes buffers with without knowing the ISA.
  * ep: per-channel epilogue (scale/shift/bias indexed by output channel whatever ep->per_row says; residual
  * laid out like y, all images: element (n, o, p) at ep->residual[(n * O + o) * ep->ld_residual + p]), or NULL.
+ * The residual may be y itself (ld_residual = P; mxcc/ops/convolution.py: residual_in_place): each element of it
+ * is read, by the tile that computes the same element of y, before that element is stored, and read nowhere
+ * else. (The tile functions keep y `restrict`: dropping it rewrote a fifth of the AVX-512 object code; no load
+ * of a residual element can move past the store that needs its value.)
  * scratch: mxcc_conv1x1_scratch_floats(C, max_threads) floats owned by the caller; a parallel call must run
  * with omp_get_max_threads() <= that max_threads (0 there: the value of omp_get_max_threads() at sizing time).
  * parallel: 0 = this thread only; 1 = one OpenMP parallel region. The result does not depend on the thread

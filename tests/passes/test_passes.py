@@ -99,6 +99,11 @@ def random_net(seed: int):
     return sym.Group(outs), {"data": (batch, widths[0])}
 
 
+def _plan_memory_module():
+    import importlib
+    return importlib.import_module("mxcc.passes.plan_memory")   # mxcc.passes.plan_memory is the function
+
+
 def _check_plan(plan):
     g = plan.graph
     step_of = {}
@@ -123,7 +128,9 @@ def _check_plan(plan):
                 first, later = ((ka, sa, ea), (kb, sb, eb)) if sa <= sb else ((kb, sb, eb), (ka, sa, ea))
                 assert first[2] == later[1], f"{names[ka]} and {names[kb]} overlap while both live"
                 grp = g.groups[later[1]]
-                assert all(g.nodes[m].opdef.inplace for m in grp.members)
+                members = [g.nodes[m] for m in grp.members]
+                assert (all(m.opdef.inplace for m in members)
+                        or (pm := _plan_memory_module())._residual_input(g, members, pm.grouped_nodes(g)) == first[0])
     assert plan.arena_bytes >= plan.lower_bound_bytes
     assert plan.arena_bytes <= plan.naive_bytes or plan.naive_bytes == 0
 
@@ -288,6 +295,68 @@ def test_concat_in_place_computes_what_the_copies_do():
     want = mxcc.compile(net, shapes, params, plan=False).forward(data=x)[0]
     np.testing.assert_array_equal(got, want)
     assert rel_err(got, _dense_block_reference(params, x)) <= 1e-5   # and numpy's float64 (independent truth)
+
+
+def _bottleneck_end(conv: str = "1x1", residual: str = "other"):
+    """pool(relu(BatchNorm(conv(h)) + r)), h = relu(c0(data)): the end of a ResNet bottleneck. conv "1x1": 1x1 (the
+    pointwise kernel at 16x16 pixels), "3x3": 3x3 (Winograd). residual "other": r = relu(c1(data)), dying at the add;
+    "input": r = h, the convolution's own input."""
+    with sym.NameManager():
+        x = sym.var("data")
+        h = sym.relu(sym.Convolution(x, kernel=(3, 3), pad=(1, 1), num_filter=32, name="c0"))
+        # relu(c1): that group ends in an activation, so the add joins c2's (the epilogue adds, then activates)
+        r = h if residual == "input" else sym.relu(sym.Convolution(x, kernel=(1, 1), num_filter=32, name="c1"),
+                                                   name="r")
+        k, p = ((1, 1), (0, 0)) if conv == "1x1" else ((3, 3), (1, 1))
+        y = sym.BatchNorm(sym.Convolution(h, kernel=k, pad=p, num_filter=32, name="c2"), name="bn2")
+        # r + y: r first in the graph's order, so it is computed when c2's kernel is formed and the add joins it
+        return sym.Pooling(sym.relu(r + y, name="sum"), kernel=(2, 2), stride=(2, 2), pool_type="max",
+                           name="pool")   # the sum in the arena (a network output is the caller's array)
+
+
+@pytest.mark.parametrize("conv,residual,in_place", [("1x1", "other", True), ("3x3", "other", False),
+                                                    ("1x1", "input", False)])
+def test_a_pointwise_convolution_writes_over_its_dying_residual(conv, residual, in_place):
+    """Convolution's residual_in_place: the pointwise kernel's output takes the bytes of a fused residual that
+    dies at it; not Winograd's (its unfused epilogue stores the raw sums first), nor over the convolution's own
+    input (every tile reads all of it)."""
+    net = _bottleneck_end(conv, residual)
+    plan = run_pipeline(net.graph, {"data": (1, 16, 16, 16)}, CompileOptions())
+    _check_plan(plan)
+    groups = [[plan.graph.nodes[m].name for m in grp.members] for grp in plan.graph.groups]
+    assert ["c2", "bn2", "_plus0", "sum"] in groups, groups
+    assert [src for dst, src in plan.inplace if dst == "sum_output"] == (["r_output"] if in_place else [])
+
+
+@needs_gcc
+@pytest.mark.parametrize("residual", ["other", "input"])
+def test_residual_in_place_computes_what_separate_buffers_do(residual):
+    """The bottleneck end with its output over the residual (every kernel's output NaN-filled before it runs),
+    against the network planned without sharing, bit for bit, and against numpy in float64."""
+    from mxcc_testing import conv_reference
+    net = _bottleneck_end("1x1", residual)
+    shapes = {"data": (2, 16, 16, 16)}
+    params = _params(net, shapes)
+    aux = {"bn2_moving_mean": np.zeros(32, np.float32), "bn2_moving_var": np.ones(32, np.float32)}
+    params.update(aux)
+    x = np.random.default_rng(1).standard_normal(shapes["data"]).astype(np.float32)
+    m = mxcc.compile(net, shapes, params, poison=True)
+    got = m.forward(data=x)[0]
+    want = mxcc.compile(net, shapes, params, plan=False).forward(data=x)[0]
+    np.testing.assert_array_equal(got, want)
+
+    def conv(v, name, k):
+        w = params[f"{name}_weight"]
+        acc, _ = conv_reference(v, w.reshape(w.shape[0], -1), (k, k), (1, 1), (k // 2, k // 2), (1, 1),
+                                v.shape[2:], 0.0)
+        return acc.reshape(v.shape[0], w.shape[0], *v.shape[2:]) + params[f"{name}_bias"].reshape(1, -1, 1, 1)
+    xd = x.astype(np.float64)
+    h = np.maximum(conv(xd, "c0", 3), 0)
+    r = h if residual == "input" else np.maximum(conv(xd, "c1", 1), 0)
+    c2 = conv(h, "c2", 1)
+    bn = c2 / np.sqrt(1 + 1e-3) + params["bn2_beta"].reshape(1, -1, 1, 1)   # fix_gamma (the default): gamma 1
+    s = np.maximum(bn + r, 0)
+    assert rel_err(got, s.reshape(2, 32, 8, 2, 8, 2).max(axis=(3, 5))) <= 1e-5
 
 
 def _dense_block_reference(p, x):
