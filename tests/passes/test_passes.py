@@ -314,28 +314,34 @@ def _bottleneck_end(conv: str = "1x1", residual: str = "other"):
                            name="pool")   # the sum in the arena (a network output is the caller's array)
 
 
-@pytest.mark.parametrize("conv,residual,in_place", [("1x1", "other", True), ("3x3", "other", False),
-                                                    ("1x1", "input", False)])
-def test_a_pointwise_convolution_writes_over_its_dying_residual(conv, residual, in_place):
-    """Convolution's residual_in_place: the pointwise kernel's output takes the bytes of a fused residual that
-    dies at it; not Winograd's (its unfused epilogue stores the raw sums first), nor over the convolution's own
-    input (every tile reads all of it)."""
+@pytest.mark.parametrize("conv,residual,size,kernel,in_place", [
+    ("1x1", "other", 16, "pointwise", True), ("3x3", "other", 8, "packed", True),
+    ("3x3", "other", 16, "winograd", False), ("1x1", "input", 16, "pointwise", False)])
+def test_a_convolution_writes_over_its_dying_residual(conv, residual, size, kernel, in_place):
+    """Convolution's residual_in_place: the pointwise and packed kernels' output takes the bytes of a fused
+    residual that dies at it; not Winograd's (its unfused epilogue stores the raw sums first), nor over the
+    convolution's own input (every tile reads all of it)."""
+    from mxcc.ops.convolution import path
+    from mxcc.passes.fold_constants import bind_time_inputs
     net = _bottleneck_end(conv, residual)
-    plan = run_pipeline(net.graph, {"data": (1, 16, 16, 16)}, CompileOptions())
+    plan = run_pipeline(net.graph, {"data": (1, 16, size, size)}, CompileOptions())
     _check_plan(plan)
+    c2 = next(n for n in plan.graph.nodes if n.name == "c2")
+    assert path(c2.params, plan.graph.type_of(c2.inputs[0]).shape, bind_time_inputs(plan.graph, c2)) == kernel
     groups = [[plan.graph.nodes[m].name for m in grp.members] for grp in plan.graph.groups]
     assert ["c2", "bn2", "_plus0", "sum"] in groups, groups
     assert [src for dst, src in plan.inplace if dst == "sum_output"] == (["r_output"] if in_place else [])
 
 
 @needs_gcc
-@pytest.mark.parametrize("residual", ["other", "input"])
-def test_residual_in_place_computes_what_separate_buffers_do(residual):
+@pytest.mark.parametrize("conv,residual,size", [("1x1", "other", 16), ("1x1", "input", 16), ("3x3", "other", 8)])
+def test_residual_in_place_computes_what_separate_buffers_do(conv, residual, size):
     """The bottleneck end with its output over the residual (every kernel's output NaN-filled before it runs),
-    against the network planned without sharing, bit for bit, and against numpy in float64."""
+    against the network planned without sharing, bit for bit, and against numpy in float64: pointwise and
+    packed (3x3 at 8x8) kernels, 2 images."""
     from mxcc_testing import conv_reference
-    net = _bottleneck_end("1x1", residual)
-    shapes = {"data": (2, 16, 16, 16)}
+    net = _bottleneck_end(conv, residual)
+    shapes = {"data": (2, 16, size, size)}
     params = _params(net, shapes)
     aux = {"bn2_moving_mean": np.zeros(32, np.float32), "bn2_moving_var": np.ones(32, np.float32)}
     params.update(aux)
@@ -345,18 +351,18 @@ def test_residual_in_place_computes_what_separate_buffers_do(residual):
     want = mxcc.compile(net, shapes, params, plan=False).forward(data=x)[0]
     np.testing.assert_array_equal(got, want)
 
-    def conv(v, name, k):
+    def conv2d(v, name, k):
         w = params[f"{name}_weight"]
         acc, _ = conv_reference(v, w.reshape(w.shape[0], -1), (k, k), (1, 1), (k // 2, k // 2), (1, 1),
                                 v.shape[2:], 0.0)
         return acc.reshape(v.shape[0], w.shape[0], *v.shape[2:]) + params[f"{name}_bias"].reshape(1, -1, 1, 1)
     xd = x.astype(np.float64)
-    h = np.maximum(conv(xd, "c0", 3), 0)
-    r = h if residual == "input" else np.maximum(conv(xd, "c1", 1), 0)
-    c2 = conv(h, "c2", 1)
+    h = np.maximum(conv2d(xd, "c0", 3), 0)
+    r = h if residual == "input" else np.maximum(conv2d(xd, "c1", 1), 0)
+    c2 = conv2d(h, "c2", 1 if conv == "1x1" else 3)
     bn = c2 / np.sqrt(1 + 1e-3) + params["bn2_beta"].reshape(1, -1, 1, 1)   # fix_gamma (the default): gamma 1
     s = np.maximum(bn + r, 0)
-    assert rel_err(got, s.reshape(2, 32, 8, 2, 8, 2).max(axis=(3, 5))) <= 1e-5
+    assert rel_err(got, s.reshape(2, 32, size // 2, 2, size // 2, 2).max(axis=(3, 5))) <= 1e-5
 
 
 def _dense_block_reference(p, x):
