@@ -36,7 +36,8 @@
  * time the scheduler then charges to it; one that slept is back at once when woken. Intel Xeon 2-vCPU VM, one
  * core busy, `<net>_bench --threads 2 --seconds 2`, mean per forward, three alternations: the cap to 1 thread /
  * 2 threads polling / 2 threads dozing: MLP b256 362-369 / 501-527 / 319-340 us, MobileNet 1.0 8.9-9.1 /
- * 11.5-12.7 / 8.6-8.8 ms, ResNet-18 24.0-24.8 / 29.6-30.9 / 23.0-24.7 ms. (The time the caller waits
+ * 11.5-12.7 / 8.6-8.8 ms, ResNet-18 24.0-24.8 / 29.6-30.9 / 23.0-24.7 ms; dozing workers that first polled
+ * 20 us were slower than either, MLP b256 398-421 us. (The time the caller waits
  * is no measure: an uneven split makes it wait on a quiet machine, 5% of a network's job time on 2 threads,
  * 35-46% on 16 by the split simulator.) The kernels split whole units of work (parallel.h), so no result
  * changes.
