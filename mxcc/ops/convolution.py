@@ -355,13 +355,13 @@ def _paths(a: ConvAttrs, ins, const=frozenset()) -> tuple[tuple[str, ...], str]:
 
 
 def _residual_in_place(a: ConvAttrs, ins, const=frozenset()) -> bool:
-    """OpDef.residual_in_place: the pointwise, packed and direct kernels (runtime_c/conv/conv1x1_f32.c,
-    conv_packed_f32.c, conv_direct_f32.c) add each residual element to its finished sum over all of C (in
-    registers, or from the tile's scratch) and then store that output element, on every ISA: their output may
-    take the storage of a residual that dies there (ResNet-50's bottleneck ends; 2 threads, Intel Xeon: 31.0 ->
-    30.0 ms, no write-allocate of a second 3.2 MB buffer at 56x56). Not the others: the GEMM paths and
-    Winograd's unfused epilogue (plain C builds, activations other than relu) store the raw sums first."""
-    return path(a, ins[0].shape, const) in ("pointwise", "packed", "direct")
+    """OpDef.residual_in_place: the pointwise, packed, direct and Winograd kernels (runtime_c/conv/
+    conv1x1_f32.c, conv_packed_f32.c, conv_direct_f32.c, winograd_f32.c) add each residual element to its
+    finished sum over all of C (in registers, or from the tile's scratch) and then store that output element, on
+    every ISA: their output may take the storage of a residual that dies there (ResNet-50's bottleneck ends; 2
+    threads, Intel Xeon: 31.0 -> 30.0 ms, no write-allocate of a second 3.2 MB buffer at 56x56). Not the GEMM
+    paths (im2col, gemm, dense), whose epilogue runs over the stored raw sums, nor depthwise (not measured)."""
+    return path(a, ins[0].shape, const) in ("pointwise", "packed", "direct", "winograd")
 
 
 CONVOLUTION = register(OpDef(

@@ -43,7 +43,9 @@ long mxcc_winograd_f43_scratch_floats(const mxcc_conv_geom *g, int batch, int O,
 
 /* y (batch, O, OH, OW) = conv3x3(x (batch, C, H, W), weight) then the epilogue, from u (see above).
  * ep: scale/shift/bias per output channel (whatever ep->per_row says), residual laid out like y (element
- * (n, o, p) at ep->residual[(n * O + o) * ep->ld_residual + p]), activation; NULL = none.
+ * (n, o, p) at ep->residual[(n * O + o) * ep->ld_residual + p]), activation; NULL = none. The residual may be
+ * y itself (ld_residual = OH * OW): each of its elements is read, with the tile that computes the same output
+ * element, before that element is stored.
  * scratch: mxcc_winograd_f43_scratch_floats(g, batch, O, max_threads) floats, 64-byte aligned.
  * parallel: 0 = this thread only; 1 = one OpenMP parallel region of omp_get_max_threads() threads, which
  * must not exceed the max_threads the scratch was sized for (none when called inside a parallel region).

@@ -14,7 +14,8 @@
  *   zero  [W]                 a zero image row: rows in the padding read it
  * tb and ob are chosen in plan_of (budgets below): V ~1 MiB and M <= 0.5 MiB for C <= 128, V up to 4 MiB
  * at C = 512 where U's reuse needs at least 56 tiles per block. For each block of tiles: input transform,
- * then per block of output channels: 36 GEMMs, output transform into y, epilogue on the rows just written.
+ * then per block of output channels: 36 GEMMs, output transform into y with the epilogue (an activation
+ * other than relu on the rows just written).
  * A block whose last panel holds <= 7 tiles runs that panel with a smaller AVX-512 kernel (rows_x32).
  * Threads take contiguous runs of (tile block, output-channel part) units; the output channels are split
  * only when tile blocks are fewer than 2 per thread (e.g. 512 x 7 x 7, batch 1: 4 tiles), and blocks are made
@@ -573,10 +574,12 @@ static void gemm_block(const plan *p, const float *u, long nt, int q0, int q1, c
     }
 }
 
-/* The epilogue parts the vector output transforms apply in registers (the common ones: folded BatchNorm,
- * bias, residual, relu); other activations run mxcc_epilogue_apply_f32 over the rows afterwards. The same
- * operations in the same order as that function (separate multiply and adds, relu as max(x, 0) with NaN
- * -> 0), so both give the same bits. Pointers are at the tile's first channel (and pixel, for res). */
+/* The epilogue parts the output transforms apply to a tile before storing it (folded BatchNorm, bias,
+ * residual, relu), in every build; other activations run over the rows afterwards, on values already stored.
+ * So each residual element is read before the output element at its place is written, and y may be the
+ * residual itself (an in-place residual: mxcc/ops/convolution.py, residual_in_place). The same operations in
+ * the same order as mxcc_epilogue_apply_f32 (separate multiply and adds, relu as max(x, 0) with NaN -> 0), so
+ * both give the same bits. Pointers are at the tile's first channel (and pixel, for res). */
 typedef struct tile_ep {
     const float *scale, *shift, *bias;  /* (nch,) or NULL */
     const float *res;                   /* the residual at (channel o0, row 4 ty, column 4 tx), or NULL */
@@ -764,7 +767,6 @@ static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw,
 static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw, int ow, int nrows, int ncols,
                         const tile_ep *fe)
 {
-    (void)fe;  /* NULL: the plain-C build applies every epilogue afterwards */
     for (int o = 0; o < nch; o++) {
         float s[6][4], y[4][4];
         for (int i = 0; i < 6; i++) {
@@ -785,8 +787,17 @@ static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw,
             y[3][q] = b + 8.0f * d + s[5][q];
         }
         for (int i = 0; i < nrows; i++)
-            for (int q = 0; q < ncols; q++)
-                yo[o * ohw + (long)i * ow + q] = y[i][q];
+            for (int q = 0; q < ncols; q++) {
+                float v = y[i][q];
+                if (fe) {   /* the vector builds' order: x*scale + shift, + bias, + residual, relu */
+                    if (fe->scale) v *= fe->scale[o];
+                    if (fe->shift) v += fe->shift[o];
+                    if (fe->bias) v += fe->bias[o];
+                    if (fe->res) v += fe->res[o * fe->ld_res + (long)i * ow + q];
+                    if (fe->relu) v = v > 0.0f ? v : 0.0f;
+                }
+                yo[o * ohw + (long)i * ow + q] = v;
+            }
     }
 }
 #endif
@@ -797,11 +808,8 @@ static void output_block(const plan *p, long t0, long t1, int o0, int o1, const 
 {
     const float *m = s + p->m_off;
     const long mxs = p->tb * p->ob, ohw = (long)p->OH * p->OW;
-#if MXCC_SIMD_VECTOR
-    const int fused = ep && (ep->act == MXCC_ACT_NONE || ep->act == MXCC_ACT_RELU);
-#else
-    const int fused = 0;
-#endif
+    const int fused = ep != NULL;   /* every part but an activation other than relu, on the tile */
+    const int act_after = ep && ep->act != MXCC_ACT_NONE && ep->act != MXCC_ACT_RELU;
     tile_ep fe = {0};
     if (fused) {
         fe.scale = ep->scale ? ep->scale + o0 : NULL;
@@ -828,17 +836,12 @@ static void output_block(const plan *p, long t0, long t1, int o0, int o1, const 
             output_tile(m + (r.t - t0 + l) * p->ob, mxs, o1 - o0, yrow + 4L * tx, ohw, p->OW, nrows,
                         (int)min_l(4, p->OW - 4L * tx), fused ? &fe : NULL);
         }
-        if (ep && !fused) {  /* per image: the residual's rows are (n, o) */
-            mxcc_epilogue e = *ep;
-            e.per_row = 1;
-            if (e.residual)
-                e.residual += (long)r.n * p->O * e.ld_residual;
+        if (act_after) {  /* sigmoid, tanh, leaky, clip, ...: on the stored rows of this run */
             const long c0 = 4L * r.tx, c1 = min_l(p->OW, 4L * (r.tx + r.ntx));
-            for (int i = 0; i < nrows; i++) {
-                const long j0 = (4L * r.ty + i) * p->OW + c0;
-                mxcc_epilogue_apply_f32(&e, y + ((long)r.n * p->O + o0) * ohw + j0, (int)ohw, o0, (int)j0,
-                                        o1 - o0, (int)(c1 - c0));
-            }
+            for (int ch = 0; ch < o1 - o0; ch++)
+                for (int i = 0; i < nrows; i++)
+                    mxcc_act_apply_f32(ep->act, ep->alpha, ep->lo, ep->hi,
+                                       yrow + ch * ohw + (long)i * p->OW + c0, c1 - c0);
         }
     }
 }

@@ -316,11 +316,11 @@ def _bottleneck_end(conv: str = "1x1", residual: str = "other"):
 
 @pytest.mark.parametrize("conv,residual,size,kernel,in_place", [
     ("1x1", "other", 16, "pointwise", True), ("3x3", "other", 8, "packed", True),
-    ("3x3", "other", 16, "winograd", False), ("1x1", "input", 16, "pointwise", False)])
+    ("3x3", "other", 16, "winograd", True), ("1x1", "input", 16, "pointwise", False)])
 def test_a_convolution_writes_over_its_dying_residual(conv, residual, size, kernel, in_place):
-    """Convolution's residual_in_place: the pointwise and packed kernels' output takes the bytes of a fused
-    residual that dies at it; not Winograd's (its unfused epilogue stores the raw sums first), nor over the
-    convolution's own input (every tile reads all of it)."""
+    """Convolution's residual_in_place: the pointwise, packed and Winograd kernels' output takes the bytes of a
+    fused residual that dies at it (not the GEMM paths', whose epilogue runs over the stored raw sums), nor
+    over the convolution's own input (every tile reads all of it)."""
     from mxcc.ops.convolution import path
     from mxcc.passes.fold_constants import bind_time_inputs
     net = _bottleneck_end(conv, residual)
@@ -334,11 +334,11 @@ def test_a_convolution_writes_over_its_dying_residual(conv, residual, size, kern
 
 
 @needs_gcc
-@pytest.mark.parametrize("conv,residual,size", [("1x1", "other", 16), ("3x3", "other", 8)])
+@pytest.mark.parametrize("conv,residual,size", [("1x1", "other", 16), ("3x3", "other", 8), ("3x3", "other", 16)])
 def test_residual_in_place_computes_what_separate_buffers_do(conv, residual, size):
     """The bottleneck end with its output over the residual (every kernel's output NaN-filled before it runs),
-    against the network planned without sharing, bit for bit, and against numpy in float64: pointwise and
-    packed (3x3 at 8x8) kernels, 2 images."""
+    against the network planned without sharing, bit for bit, and against numpy in float64: pointwise, packed
+    (3x3 at 8x8) and Winograd (3x3 at 16x16) kernels, 2 images."""
     from mxcc_testing import conv_reference
     net = _bottleneck_end(conv, residual)
     shapes = {"data": (2, 16, size, size)}
