@@ -794,7 +794,7 @@ static void output_tile(const float *mt, long mxs, int nch, float *yo, long ohw,
                     if (fe->shift) v += fe->shift[o];
                     if (fe->bias) v += fe->bias[o];
                     if (fe->res) v += fe->res[o * fe->ld_res + (long)i * ow + q];
-                    if (fe->relu) v = v > 0.0f ? v : 0.0f;
+                    if (fe->relu) v = mxcc_relu(v);
                 }
                 yo[o * ohw + (long)i * ow + q] = v;
             }
@@ -808,10 +808,10 @@ static void output_block(const plan *p, long t0, long t1, int o0, int o1, const 
 {
     const float *m = s + p->m_off;
     const long mxs = p->tb * p->ob, ohw = (long)p->OH * p->OW;
-    const int fused = ep != NULL;   /* every part but an activation other than relu, on the tile */
+    /* every part of ep on the tile but an activation other than relu, which runs after on the stored rows */
     const int act_after = ep && ep->act != MXCC_ACT_NONE && ep->act != MXCC_ACT_RELU;
     tile_ep fe = {0};
-    if (fused) {
+    if (ep) {
         fe.scale = ep->scale ? ep->scale + o0 : NULL;
         fe.shift = ep->shift ? ep->shift + o0 : NULL;
         fe.bias = ep->bias ? ep->bias + o0 : NULL;
@@ -822,7 +822,7 @@ static void output_block(const plan *p, long t0, long t1, int o0, int o1, const 
     for (; next_run(p, t1, &r); r.t += r.ntx) {
         float *yrow = y + ((long)r.n * p->O + o0) * ohw + 4L * r.ty * p->OW;  /* (o1 - o0) channels, row 4 ty */
         const int nrows = (int)min_l(4, p->OH - 4L * r.ty);
-        const float *res_row = fused && ep->residual  /* the residual at (n, o0, 4 ty, 0) */
+        const float *res_row = ep && ep->residual  /* the residual at (n, o0, 4 ty, 0) */
                              ? ep->residual + ((long)r.n * p->O + o0) * ep->ld_residual + 4L * r.ty * p->OW : NULL;
         for (int l = 0; l < r.ntx; l++) {
             const int tx = r.tx + l;
@@ -834,7 +834,7 @@ static void output_block(const plan *p, long t0, long t1, int o0, int o1, const 
                         __builtin_prefetch(yrow + ch * ohw + (long)i * p->OW + min_l(col, p->OW - 1), 1, 3);
             fe.res = res_row ? res_row + 4L * tx : NULL;
             output_tile(m + (r.t - t0 + l) * p->ob, mxs, o1 - o0, yrow + 4L * tx, ohw, p->OW, nrows,
-                        (int)min_l(4, p->OW - 4L * tx), fused ? &fe : NULL);
+                        (int)min_l(4, p->OW - 4L * tx), ep ? &fe : NULL);
         }
         if (act_after) {  /* sigmoid, tanh, leaky, clip, ...: on the stored rows of this run */
             const long c0 = 4L * r.tx, c1 = min_l(p->OW, 4L * (r.tx + r.ntx));

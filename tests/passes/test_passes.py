@@ -10,6 +10,7 @@ from mxcc import sym
 from mxcc.graph.ir import Ref
 from mxcc.options import CompileOptions
 from mxcc.passes import bind, dce, fuse, infer_shapes, plan_memory, remove_dropout, run_pipeline
+from mxcc.passes.plan_memory import _residual_input, grouped_nodes
 from mxcc_testing import needs_gcc, rel_err
 
 
@@ -99,11 +100,6 @@ def random_net(seed: int):
     return sym.Group(outs), {"data": (batch, widths[0])}
 
 
-def _plan_memory_module():
-    import importlib
-    return importlib.import_module("mxcc.passes.plan_memory")   # mxcc.passes.plan_memory is the function
-
-
 def _check_plan(plan):
     g = plan.graph
     step_of = {}
@@ -130,7 +126,7 @@ def _check_plan(plan):
                 grp = g.groups[later[1]]
                 members = [g.nodes[m] for m in grp.members]
                 assert (all(m.opdef.inplace for m in members)
-                        or (pm := _plan_memory_module())._residual_input(g, members, pm.grouped_nodes(g)) == first[0])
+                        or _residual_input(g, members, grouped_nodes(g)) == first[0])
     assert plan.arena_bytes >= plan.lower_bound_bytes
     assert plan.arena_bytes <= plan.naive_bytes or plan.naive_bytes == 0
 
