@@ -391,17 +391,30 @@ def winograd_plan(C: int, OH: int, OW: int, batch: int, O: int, isa: Isa) -> tup
     return tiles, _rup(_cdiv(tiles, _cdiv(tiles, tb)), mr)
 
 
-def _winograd_scratch(C: int, W: int, OW: int, O: int, tb: int, isa: Isa) -> int:
-    """winograd_f32.c with_tb: per_thread floats with tile blocks of tb."""
+def _winograd_scratch(C: int, W: int, OW: int, O: int, tb: int, isa: Isa, ob_max: int | None = None) -> int:
+    """winograd_f32.c with_tb: per_thread floats with tile blocks of tb (output-channel blocks of at most ob_max)."""
     nr = isa.nr
     ob = nr * max(1, _M_BYTES // (36 * tb * 4 * nr))
-    ob = min(ob, _rup(O, nr))
+    ob = min(ob, _rup(O, nr), ob_max if ob_max is not None else ob)
     ob = _rup(_cdiv(O, _cdiv(O, ob)), nr)
+    return _winograd_rest(C, W, OW, tb, isa) + _rup(36 * tb * ob, 16)
+
+
+def _winograd_rest(C: int, W: int, OW: int, tb: int, isa: Isa) -> int:
+    """winograd_f32.c with_tb: per_thread floats besides M's (the guard, V, the strips, a zero row)."""
     tw = _cdiv(OW, 4)
     row_group = isa.lanes // tw if isa.name != "c" and 2 * tw <= isa.lanes else 1   # strips of a vector pass
-    m_off = 16 + _rup(36 * C * tb, 16)
-    zero_off = m_off + _rup(36 * tb * ob, 16) + 6 * row_group * (4 * _rup(tw, 16) + 16)
-    return zero_off + _rup(W, 16)
+    return 16 + _rup(36 * C * tb, 16) + 6 * row_group * (4 * _rup(tw, 16) + 16) + _rup(W, 16)
+
+
+def _winograd_fits(C: int, W: int, OW: int, O: int, tb: int, tb0: int, isa: Isa) -> bool:
+    """winograd_f32.c mxcc_winograd_f43_f32: whether blocks of tb tiles fit the scratch sized for tb0's, their
+    output-channel blocks cut back to M's room where needed."""
+    room = _winograd_scratch(C, W, OW, O, tb0, isa)
+    if _winograd_scratch(C, W, OW, O, tb, isa) <= room:
+        return True
+    ob_max = (room - _winograd_rest(C, W, OW, tb, isa)) // (36 * tb) // isa.nr * isa.nr
+    return ob_max >= isa.nr and _winograd_scratch(C, W, OW, O, tb, isa, ob_max) <= room
 
 
 def winograd_units(tiles: int, tb0: int, npanels: int, nt: int, isa: Isa) -> tuple[int, int]:
@@ -439,7 +452,7 @@ def winograd_split(C: int, H: int, W: int, OH: int, OW: int, batch: int, O: int,
     atoms = _cdiv(tiles, isa.mr) * npanels
     pays = T if parallel else 1   # no FLOPs rule: tiles are big
     tb, nparts = winograd_units(tiles, tb0, npanels, pays, isa)
-    if tb != tb0 and _winograd_scratch(C, W, OW, O, tb, isa) > _winograd_scratch(C, W, OW, O, tb0, isa):
+    if tb != tb0 and not _winograd_fits(C, W, OW, O, tb, tb0, isa):
         nblocks0 = _cdiv(tiles, tb0)
         tb, nparts = tb0, (min(npanels, _cdiv(2 * pays, nblocks0)) if pays > 1 and nblocks0 < 2 * pays else 1)
     loads, nt = _winograd_loads(C, O, tiles, tb, nparts, pays, isa)

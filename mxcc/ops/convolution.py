@@ -64,8 +64,10 @@ COL_BLOCK_BYTES = 512 << 10
 # Winograd F(4x4, 3x3) wins where its transformed weight (36 x C x O floats, 4x the kernel's) is read by enough
 # 4x4 tiles. benchmarks/winograd.py (1 thread, ORT time / Winograd time): 64@56 2.3, 128@28 2.0, 256@14 1.3
 # at batch 1 (>= 196 output pixels), but 512@7 (4 tiles, a 37.7 MB transformed weight) 0.77-1.04 at batch 1
-# and 1.7 at batch 64; the packed path does 512@7 at ~1.0x ORT. So: 14x14 outputs and up, or batch >= 16.
-WINOGRAD_MIN_PIXELS = 14 * 14
+# and 1.7 at batch 64; the packed path does 512@7 at ~1.0x ORT. 13x13 (16 tiles, as 14x14): SqueezeNet 1.1's
+# 48->192 and 64->256 in the network, packed / Winograd, 214 / 174 us (Intel Xeon model 167, 1 thread), 1.31-1.65x
+# each by the tuner (AMD Zen 4, 1 and 2 threads). So: 13x13 outputs and up, or batch >= 16.
+WINOGRAD_MIN_PIXELS = 13 * 13
 # A 1x1 stride-1 layer with few input channels is bound by its output's memory traffic, and the packed path's
 # transposed store loses there (benchmarks/conv_packed.py, MobileNet 32->64@112: 0.65x the gemm path); it
 # wins from 512->512@14 on. The gemm path (the image is its own column matrix) keeps K <= this.

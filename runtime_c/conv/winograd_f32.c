@@ -28,6 +28,7 @@
  * across output channels (output: 16 or 8 channels, transposed in registers to rows of 4 pixels). AVX-512F,
  * AVX2 + FMA and plain-C paths, chosen at compile time.
  */
+#include <limits.h>
 #include <string.h>
 
 #include <omp.h>
@@ -129,7 +130,7 @@ typedef struct plan {
     long v_off, m_off, strip_off, zero_off, per_thread;  /* floats, each a multiple of 16 */
 } plan;
 
-static plan with_tb(plan p, long tb);
+static plan with_tb(plan p, long tb, long ob_max);
 
 static plan plan_of(const mxcc_conv_geom *g, int batch, int O)
 {
@@ -156,17 +157,17 @@ static plan plan_of(const mxcc_conv_geom *g, int batch, int O)
      * input channels (C = 3: 1 MiB of V holds 2400 tiles) would need an M of tens of MiB */
     tb = min_l(tb, MR * max_l(MIN_TB_PANELS, M_BYTES / (36L * NR * (long)sizeof(float) * MR)));
     tb = min_l(tb, round_up(p.tiles, MR));
-    return with_tb(p, round_up(ceil_div(p.tiles, ceil_div(p.tiles, tb)), MR));
+    return with_tb(p, round_up(ceil_div(p.tiles, ceil_div(p.tiles, tb)), MR), LONG_MAX);
 }
 
-/* The plan with tile blocks of tb tiles (a multiple of MR, at most plan_of's: the scratch is sized by it):
- * ob and the scratch layout follow. */
-static plan with_tb(plan p, long tb)
+/* The plan with tile blocks of tb tiles (a multiple of MR, at most plan_of's: the scratch is sized by it) and
+ * output-channel blocks of at most ob_max (a multiple of NR): ob and the scratch layout follow. */
+static plan with_tb(plan p, long tb, long ob_max)
 {
     const int O = p.O;
     p.tb = tb;
     long ob = NR * max_l(1, M_BYTES / (36L * tb * (long)sizeof(float) * NR));
-    ob = min_l(ob, round_up(O, NR));
+    ob = min_l(min_l(ob, round_up(O, NR)), ob_max);
     ob = round_up(ceil_div(O, ceil_div(O, ob)), NR);
     p.ob = ob;
     p.ws = 4 * round_up(p.TW, 16) + 16;  /* a 16-tile group reads 4 * 16 + 2 floats */
@@ -950,8 +951,17 @@ void mxcc_winograd_f43_f32(const mxcc_conv_geom *g, int batch, int O, const floa
     int nparts;
     choose_units(pl.tiles, pl.tb, npanels, nt, &tb, &nparts);
     if (tb != pl.tb) {
-        const plan smaller = with_tb(pl, tb);
-        if (smaller.per_thread <= pl.per_thread)   /* the scratch is sized for plan_of's blocks */
+        /* the scratch is sized for plan_of's blocks: smaller blocks take larger output-channel blocks (M_BYTES
+         * of M), so those are cut back to what the scratch holds (SqueezeNet's 64 -> 256 at 13x13 on 32
+         * threads, AVX2: 2 blocks of 12 tiles x 16 channel parts instead of 1 block of 18 x 16) */
+        plan smaller = with_tb(pl, tb, LONG_MAX);
+        if (smaller.per_thread > pl.per_thread) {
+            const long room = pl.per_thread - (smaller.per_thread - (smaller.strip_off - smaller.m_off));
+            const long ob_max = room / (36L * tb) / NR * NR;   /* M's room in the scratch, in whole panels */
+            if (ob_max >= NR)
+                smaller = with_tb(pl, tb, ob_max);
+        }
+        if (smaller.per_thread <= pl.per_thread)
             pl = smaller;
         else
             nparts = nt > 1 && ceil_div(pl.tiles, pl.tb) < 2L * nt

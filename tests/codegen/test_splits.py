@@ -149,6 +149,7 @@ def test_inspect_threads(tmp_path):
 @needs_gcc
 @pytest.mark.parametrize("net,shapes", [("resnet18_v1_slim", {"data": (1, 3, 224, 224)}),
                                         ("mobilenet0.25", {"data": (1, 3, 224, 224)}),
+                                        ("squeezenet1.1", {"data": (1, 3, 224, 224)}),
                                         ("mlp", {"X": (256, 784)})])
 def test_model_parts_are_the_runtime_chunks(net, shapes, tmp_path):
     """The model against the C it describes: the bench's split simulator (--simulate-threads T: every job's
@@ -160,7 +161,7 @@ def test_model_parts_are_the_runtime_chunks(net, shapes, tmp_path):
     mxcc.compile(js, shapes, out_dir=out, name="net")
     plan, _ = plan_network(str(js), shapes, CompileOptions())
     calls = lower(plan, "net")
-    for t in (5, 16):
+    for t in (5, 16, 32):
         r = subprocess.run([str(out / "net_bench"), "--simulate-threads", str(t), "--simulate-json", "-",
                             "--iters", "1", "--warmup", "0"], capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr

@@ -206,6 +206,23 @@ def test_thread_count_gives_identical_bits(wg, problem):
         np.testing.assert_array_equal(one, run(ffi, lib, x, wt, pad, threads=t), err_msg=f"{t} threads")
 
 
+@pytest.mark.parametrize("problem", [(1, 64, 256, 13, 13, 1), (1, 48, 192, 13, 13, 1)],
+                         ids=lambda p: "b{}_c{}_o{}_{}x{}_p{}".format(*p))
+def test_small_plane_many_threads_same_bits_within_the_scratch(wg_isa, problem):
+    """SqueezeNet's 13x13 layers (16 tiles) on up to 32 threads, every ISA: choose_units takes tile blocks
+    smaller than plan_of's, whose output-channel blocks are then cut back to the scratch sized for plan_of's
+    (the AVX2 build's 64 -> 256 on 32 threads); `run` checks nothing is written outside it. Same bits as one
+    thread, and numpy's result."""
+    ffi, lib = wg_isa
+    batch, c, o, h, w, pad = problem
+    x, wt = realistic(np.random.default_rng(13), batch, c, o, h, w)
+    one = run(ffi, lib, x, wt, pad, threads=1)
+    ref, scale = reference(x, wt, pad)
+    assert np.max(np.abs(one - ref) / scale) <= TOL
+    for t in (2, 4, 8, 16, 32):
+        np.testing.assert_array_equal(one, run(ffi, lib, x, wt, pad, threads=t), err_msg=f"{t} threads")
+
+
 ACT = {"NONE": lambda v: v, "RELU": lambda v: np.maximum(v, 0), "SIGMOID": lambda v: 1 / (1 + np.exp(-v)),
        "TANH": np.tanh, "SOFTRELU": lambda v: np.log1p(np.exp(v)), "SOFTSIGN": lambda v: v / (1 + np.abs(v)),
        "LEAKY": lambda v: np.where(v > 0, v, 0.1 * v), "CLIP": lambda v: np.clip(v, -0.5, 0.5)}
