@@ -17,7 +17,7 @@ import pytest
 import mxcc
 from mxcc import sym
 from mxcc.errors import AttrError, ShapeError
-from mxcc.ops.convolution import POINTWISE_MIN_PIXELS
+from mxcc.ops.convolution import DIRECT_FIRST_MAX_C, POINTWISE_MIN_PIXELS, WINOGRAD_MIN_PIXELS
 from mxcc_testing import DATA, needs_gcc, rel_err
 
 # name -> (input, attrs, activation or None, path the lowering must choose); RESIDUAL: + another tensor
@@ -43,7 +43,7 @@ CASES = {
     "c1d_dw5": ("data1d", dict(kernel=(5,), pad=(2,), num_group=4, num_filter=4), "relu", "depthwise"),
     "c3d_k3p1": ("data3d", dict(kernel=(3, 3, 3), pad=(1, 1, 1), num_filter=3), None, "im2col"),
     "c3d_g2s2": ("data3d", dict(kernel=(1, 3, 3), stride=(1, 2, 2), num_group=2, num_filter=4), "relu", "im2col"),
-    # 3x3 stride 1 with >= 196 output pixels: Winograd when the weight is a param
+    # 3x3 stride 1 with >= WINOGRAD_MIN_PIXELS output pixels: Winograd when the weight is a param (c3p3_widepad too)
     "w3p1_res": ("dataw", dict(kernel=(3, 3), pad=(1, 1), num_filter=33), "relu", "im2col"),
     "w3p0_nobias": ("dataw", dict(kernel=(3, 3), num_filter=5, no_bias=True), None, "im2col"),
     # 1x1 stride 1 with more than 64 input channels: packed when the weight is a param (<= 64: gemm)
@@ -188,6 +188,17 @@ def test_im2col_in_many_blocks_forward_and_backward(rng, tmp_path, monkeypatch):
         assert abs(float((gw * vw).sum()) - want) <= 1e-5 * np.linalg.norm(gw) * np.linalg.norm(vw), n
 
 
+def _winograd_shape(name: str) -> bool:
+    """3x3, stride 1, no dilation, one group, more than DIRECT_FIRST_MAX_C channels and at least
+    WINOGRAD_MIN_PIXELS output pixels (the batches here are below WINOGRAD_MIN_BATCH)."""
+    inp, at, _, _ = CASES[name]
+    c, *size = SHAPES[inp]
+    pad = at.get("pad", (0, 0))
+    out = [n + 2 * p - 2 for n, p in zip(size, pad)]
+    return (at["kernel"] == (3, 3) and at.get("stride", (1, 1)) == (1, 1) and at.get("dilate", (1, 1)) == (1, 1)
+            and at.get("num_group", 1) == 1 and c > DIRECT_FIRST_MAX_C and out[0] * out[1] >= WINOGRAD_MIN_PIXELS)
+
+
 def _check_paths(c_text: str, packed: bool):
     """Each layer's C function calls the kernels of the path its shape calls for (and the residual add and
     the activation run in the epilogue: no separate kernels for them when fused). `packed`: the weights are
@@ -202,7 +213,7 @@ def _check_paths(c_text: str, packed: bool):
         if packed and path != "depthwise" and at.get("num_group", 1) == 1 and (path != "gemm" or wide) \
                 and path != "pointwise":
             few = SHAPES[CASES[name][0]][0] <= 20 and len(at["kernel"]) <= 2 and path != "gemm"
-            path = "winograd" if name.startswith("w3") else "direct" if few else "packed"
+            path = "winograd" if _winograd_shape(name) else "direct" if few else "packed"
         assert ("mxcc_conv_depthwise_f32(" in body) == (path == "depthwise"), name
         assert ("mxcc_im2col_block_f32(" in body) == (path == "im2col"), name
         assert ("mxcc_gemm_f32(" in body) == (path in ("im2col", "gemm")), name
