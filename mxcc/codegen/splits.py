@@ -395,7 +395,9 @@ def _winograd_scratch(C: int, W: int, OW: int, O: int, tb: int, isa: Isa, ob_max
     """winograd_f32.c with_tb: per_thread floats with tile blocks of tb (output-channel blocks of at most ob_max)."""
     nr = isa.nr
     ob = nr * max(1, _M_BYTES // (36 * tb * 4 * nr))
-    ob = min(ob, _rup(O, nr), ob_max if ob_max is not None else ob)
+    ob = min(ob, _rup(O, nr))
+    if ob_max is not None:
+        ob = min(ob, ob_max)
     ob = _rup(_cdiv(O, _cdiv(O, ob)), nr)
     return _winograd_rest(C, W, OW, tb, isa) + _rup(36 * tb * ob, 16)
 
