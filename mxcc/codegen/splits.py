@@ -457,17 +457,22 @@ def winograd_split(C: int, H: int, W: int, OH: int, OW: int, batch: int, O: int,
     if tb != tb0 and not _winograd_fits(C, W, OW, O, tb, tb0, isa):
         nblocks0 = _cdiv(tiles, tb0)
         tb, nparts = tb0, (min(npanels, _cdiv(2 * pays, nblocks0)) if pays > 1 and nblocks0 < 2 * pays else 1)
-    loads, nt = _winograd_loads(C, O, tiles, tb, nparts, pays, isa)
+    tw = _cdiv(OW, 4)
+    loads, nt = _winograd_loads(C, O, tiles, tb, tw, nparts, pays, isa)
     # the ideal: the best of every block size and channel split choose_units could take, weighed as here
-    best = max(_eff(_winograd_loads(C, O, tiles, bp * isa.mr, np_, pays, isa)[0])
+    best = max(_eff(_winograd_loads(C, O, tiles, bp * isa.mr, tw, np_, pays, isa)[0])
                for bp in range(1, tb0 // isa.mr + 1) for np_ in range(1, npanels + 1))
-    nblocks = _cdiv(tiles, tb)
+    blocks = winograd_blocks(tiles, tb, tw, isa)
+    nblocks = len(blocks)
     units = nblocks * nparts
     if nt <= 1:
         return Split("winograd", pays, 0, atoms, loads, "serial", best=best)
     shared = _winograd_shared(nblocks, nparts, nt)
+    even = nblocks > 1 and blocks[0] < tb   # blocks_balanced
+    sizes = f"{min(blocks)}-{max(blocks)}" if even and min(blocks) < max(blocks) else f"{max(blocks)}"
     return Split("winograd", pays, max(nt, nblocks * _cdiv(nt, nblocks)) if shared else nt, atoms, loads,
-                 f"{nblocks} tile blocks of {tb}" + (f" x {nparts} channel parts" if nparts > 1 else "")
+                 f"{nblocks} {'even ' if even else ''}tile blocks of {sizes}"
+                 + (f" x {nparts} channel parts" if nparts > 1 else "")
                  + f" = {units} units in {nt} parts" + (", input transforms shared" if shared else ""),
                  best=max(best, _eff(loads)), jobs_per_call=2 if shared else 1)
 
@@ -476,23 +481,42 @@ def _eff(loads) -> float:
     return sum(loads) / len(loads) / max(loads) if loads and max(loads) > 0 else 1.0
 
 
-def _winograd_loads(C: int, O: int, tiles: int, tb: int, nparts: int, pays: int, isa: Isa) -> tuple[tuple, int]:
-    """Per-thread work of Winograd units (tile blocks of tb x nparts channel parts) on `pays` threads. With
-    channel parts and no more blocks than threads (_winograd_shared), the blocks' input transforms run first, a
-    channel slice per chunk, their cost added to the thread that runs the slice."""
-    npanels = _cdiv(O, isa.nr)
+def _winograd_gemm_rows(t: int, isa: Isa) -> int:
+    """winograd_f32.c gemm_rows: the GEMM rows a block of t tiles costs (the micro-kernels' edge tiles)."""
+    tail = t % isa.mr
+    if isa.name == "avx512":
+        return t
+    return t - tail + (0 if tail == 0 else 3 if isa.name == "avx2" and tail <= 3 else isa.mr)
+
+
+def winograd_blocks(tiles: int, tb: int, tw: int, isa: Isa) -> list[int]:
+    """winograd_f32.c block_tiles: the tiles of each block (tw tiles a row), tb each or as even as they go
+    (blocks_balanced)."""
     nblocks = _cdiv(tiles, tb)
+    if nblocks > 1 and tb % tw != 0 and _winograd_gemm_rows(_cdiv(tiles, nblocks), isa) < _winograd_gemm_rows(tb, isa):
+        return [e - b for b, e in _ranges(tiles, nblocks)]
+    return [min(tiles, (b + 1) * tb) - b * tb for b in range(nblocks)]
+
+
+def _winograd_loads(C: int, O: int, tiles: int, tb: int, tw: int, nparts: int, pays: int,
+                    isa: Isa) -> tuple[tuple, int]:
+    """Per-thread work of Winograd units (tile blocks of tb, tw tiles a row, x nparts channel parts) on `pays`
+    threads. With channel parts and no more blocks than threads (_winograd_shared), the blocks' input transforms
+    run first, a channel slice per chunk, their cost added to the thread that runs the slice."""
+    npanels = _cdiv(O, isa.nr)
+    blocks = winograd_blocks(tiles, tb, tw, isa)
+    nblocks = len(blocks)
     units = nblocks * nparts
     nt = min(pays, units)
     shared = _winograd_shared(nblocks, nparts, nt)
 
     def unit_cost(u: int, have: int) -> float:
         b, pp = divmod(u, nparts)
-        t = min(tiles, (b + 1) * tb) - b * tb
+        t = blocks[b]
         pa, pb = npanels * pp // nparts, npanels * (pp + 1) // nparts
         cols = min(O, pb * isa.nr) - pa * isa.nr
-        # GEMM: 36 products of (t x C) . (C x cols), a partial MR panel as a whole one; transforms ~ 6 per value
-        gemm = 36 * _cdiv(t, isa.mr) * isa.mr * C * cols
+        # GEMM: 36 products of (t x C) . (C x cols) over the rows the kernels compute; transforms ~ 6 per value
+        gemm = 36 * _winograd_gemm_rows(t, isa) * C * cols
         return gemm + (6 * 36 * t * C if b != have and not shared else 0) + 6 * 36 * t * cols
 
     def part_cost(u0: int, u1: int) -> float:
@@ -509,7 +533,7 @@ def _winograd_loads(C: int, O: int, tiles: int, tb: int, nparts: int, pays: int,
         slices = _cdiv(nt, nblocks)
         for c in range(nblocks * slices):
             b, k = divmod(c, slices)
-            t = min(tiles, (b + 1) * tb) - b * tb
+            t = blocks[b]
             loads[c % nt] += 6 * 36 * t * (C * (k + 1) // slices - C * k // slices)
     return tuple(loads), nt
 

@@ -16,7 +16,9 @@
  * at C = 512 where U's reuse needs at least 56 tiles per block. For each block of tiles: input transform,
  * then per block of output channels: 36 GEMMs, output transform into y with the epilogue (an activation
  * other than relu on the rows just written).
- * A block whose last panel holds <= 7 tiles runs that panel with a smaller AVX-512 kernel (rows_x32).
+ * A block whose last panel holds <= 7 tiles runs that panel with a smaller AVX-512 kernel (rows_x32), one of
+ * 8..13 the 14x32 kernel's exact tail; where that makes the busiest block cheaper, the blocks share the
+ * tiles evenly (blocks_balanced).
  * Threads take contiguous runs of (tile block, output-channel part) units; the output channels are split
  * only when tile blocks are fewer than 2 per thread (e.g. 512 x 7 x 7, batch 1: 4 tiles), and blocks are made
  * smaller when they are too few for the threads (choose_units). With channel parts, the blocks' input
@@ -856,11 +858,52 @@ typedef struct wino_job {
     const float *u, *x;
     const mxcc_epilogue *ep;
     float *y, *scratch;
-    long units;
+    long units, nblocks;
+    int balanced;   /* block_tiles: blocks as even as they go, not tb tiles each */
     int nparts, npanels, bpanels, parts, O;
     int shared;   /* 1: block b's V was made by transform_part into scratch slot b (two_phase) */
     int slices;   /* transform_part: channel slices per block */
 } wino_job;
+
+/* The GEMM rows a block of t tiles costs, by the micro-kernels' edge tiles: AVX-512 exactly t (rows_x32 up to
+ * 7 rows, the 14x32 kernel's exact tails of 8..13), AVX2 3 for a last panel of up to 3 rows and 6 otherwise,
+ * plain C whole panels. codegen/splits.py (_winograd_gemm_rows) models this. */
+static long gemm_rows(long t)
+{
+    const long tail = t % MR;
+#if defined(__AVX512F__)
+    return t;
+#elif defined(__AVX2__) && defined(__FMA__)
+    return t - tail + (tail == 0 ? 0 : tail <= 3 ? 3 : MR);
+#else
+    return t - tail + (tail == 0 ? 0 : MR);
+#endif
+}
+
+/* Whether the blocks share the tiles evenly instead of tb each: where that makes the busiest block cheaper and
+ * blocks of tb tiles do not start on tile rows anyway. `<net>_bench --simulate-threads 16` of one layer, AMD Zen
+ * 4: 16 tiles (256 x 14 x 14) in 2 blocks are 8 + 8, not 14 + 2, whose first block's parts were the busiest by
+ * 2.5x (best of 5: 126 -> 82 us); AVX2, 49 tiles (128 x 28 x 28) in 2 blocks are 24 + 25, not 30 + 19 (medians
+ * of 6: 105 -> 96 us). Blocks of whole tile rows stay, as the input transform runs whole rows in its vector
+ * passes: 49 tiles in 4 blocks on AVX-512 are 14 x 3 + 7 (12 + 12 + 12 + 13, a row less for the busiest,
+ * measured 82 -> 96 us, medians of 8). */
+static int blocks_balanced(const plan *p, long nblocks)
+{
+    return nblocks > 1 && p->tb % ceil_div(p->OW, 4) != 0
+           && gemm_rows(ceil_div(p->tiles, nblocks)) < gemm_rows(p->tb);
+}
+
+/* Block b's tiles [*t0, *t1), at most tb of them. */
+static void block_tiles(const wino_job *j, long b, long *t0, long *t1)
+{
+    if (j->balanced) {
+        *t0 = mxcc_split_at(j->p->tiles, (int)j->nblocks, (int)b);
+        *t1 = mxcc_split_at(j->p->tiles, (int)j->nblocks, (int)b + 1);
+    } else {
+        *t0 = b * j->p->tb;
+        *t1 = min_l(j->p->tiles, *t0 + j->p->tb);
+    }
+}
 
 static void wino_part(void *arg, long part, int worker)
 {
@@ -873,7 +916,8 @@ static void wino_part(void *arg, long part, int worker)
          un++) {
         const long b = un / j->nparts;
         const int pp = (int)(un % j->nparts);
-        const long t0 = b * p->tb, t1 = min_l(p->tiles, t0 + p->tb);
+        long t0, t1;
+        block_tiles(j, b, &t0, &t1);
         const float *v = j->shared ? j->scratch + b * p->per_thread + p->v_off : s + p->v_off;
         if (!j->shared && b != have) {
             input_block(p, j->x, t0, t1, 0, p->C, s + p->v_off, s);
@@ -898,9 +942,10 @@ static void transform_part(void *arg, long part, int worker)
     const int k = (int)(part % j->slices);
     const int c0 = (int)mxcc_split_at(p->C, j->slices, k), c1 = (int)mxcc_split_at(p->C, j->slices, k + 1);
     memset(s + p->zero_off, 0, (size_t)p->W * sizeof(float));
+    long t0, t1;
+    block_tiles(j, b, &t0, &t1);
     if (c1 > c0)
-        input_block(p, j->x, b * p->tb, min_l(p->tiles, (b + 1) * p->tb), c0, c1,
-                    j->scratch + b * p->per_thread + p->v_off, s);
+        input_block(p, j->x, t0, t1, c0, c1, j->scratch + b * p->per_thread + p->v_off, s);
 }
 
 /* How nt threads share the layer: units of (tile block, part of the output-channel panels). plan_of's
@@ -971,7 +1016,8 @@ void mxcc_winograd_f43_f32(const mxcc_conv_geom *g, int batch, int O, const floa
     const long nblocks = ceil_div(p->tiles, p->tb), units = nblocks * nparts;
     const int bpanels = (int)(p->ob / NR);
     nt = (int)min_l(nt, units);
-    wino_job job = {p, u, x, ep, y, scratch, units, nparts, npanels, bpanels, nt, O, 0, 1};
+    wino_job job = {p, u, x, ep, y, scratch, units, nblocks, blocks_balanced(p, nblocks), nparts, npanels, bpanels,
+                    nt, O, 0, 1};
     /* Channel parts of a block each need its whole V. Made by each part, the input transform is repeated by
      * every thread that has one (ResNet-18 stage 3, 256 x 14 x 14 on 2 threads: 1.01 ms of work for 0.83 on
      * one; on 4 threads 1.50): so first the threads make the blocks' V together, a slice of the channels each,

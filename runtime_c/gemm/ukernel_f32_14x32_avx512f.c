@@ -4,10 +4,12 @@
  * b[0..1] = row p of the packed B micro-panel, one broadcast of A[i, p] at a time. Per k step: 2 vector
  * loads + 14 broadcast loads (load ports, no shuffle port) feed 28 FMAs, so the two 512-bit FMA ports are
  * the bottleneck. The tile and the alternatives measured are in gemm_config.h.
- * Edge tiles: rows past m are computed (the packed A rows are zero) but never stored, up to 7 rows for
- * m <= 7 and 14 otherwise; columns past n are masked off (_mm512_mask_storeu_ps), so C is never touched
- * outside the m x n corner. A tile with n <= 16 computes only its left 16 columns (half the FMAs). beta == 0
- * stores without loading C.
+ * Edge tiles: rows past m are computed (the packed A rows are zero) but never stored, up to 4 rows for
+ * m <= 4 and 7 for m <= 7; a tile of 8 .. 13 rows computes exactly its m (Winograd's even tile blocks: 16
+ * tiles on 16 threads are two blocks of 8, each the cost of 8 rows, not of 14; 1 thread, k = 128, 72-76 ns
+ * a row for every m from 7 to 14); columns past n are masked off (_mm512_mask_storeu_ps), so C is never
+ * touched outside the m x n corner. A tile with n <= 16 computes only its left 16 columns (half the FMAs).
+ * beta == 0 stores without loading C.
  * Contract: gemm_internal.h; layouts: runtime_c/README.md. Compiled to nothing without AVX-512F
  * (gemm_f32.c then selects the AVX2 or the reference kernel, with their own panel geometry).
  */
@@ -92,6 +94,12 @@ static inline __attribute__((always_inline)) void tile_14x32(const int R, const 
     }
 }
 
+/* a last tile of exactly R rows (8 .. 13), any n */
+#define PACKED_TAIL(R) \
+    if (n > 16) tile_14x32(R, 1, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << (n - 16)) - 1), beta); \
+    else tile_14x32(R, 0, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << n) - 1), beta); \
+    return;
+
 void mxcc_ukernel_f32_14x32_avx512f(int k, const float *ap, const float *bp, float *c, int ldc,
                                     int m, int n, int beta)
 {
@@ -103,6 +111,15 @@ void mxcc_ukernel_f32_14x32_avx512f(int k, const float *ap, const float *bp, flo
     } else if (m <= HALF) {
         if (n > 16) tile_14x32(HALF, 1, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << (n - 16)) - 1), beta);
         else tile_14x32(HALF, 0, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << n) - 1), beta);
+    } else if (m < MR) {
+        switch (m) {
+        case 8: PACKED_TAIL(8)
+        case 9: PACKED_TAIL(9)
+        case 10: PACKED_TAIL(10)
+        case 11: PACKED_TAIL(11)
+        case 12: PACKED_TAIL(12)
+        default: PACKED_TAIL(13)
+        }
     } else if (n > 16) {
         tile_14x32(MR, 1, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << (n - 16)) - 1), beta);
     } else {

@@ -103,6 +103,23 @@ def test_winograd_takes_smaller_blocks_for_many_threads():
     assert s16.ideal == pytest.approx(28 / 32) and s16.efficiency == pytest.approx(s16.ideal, abs=0.01)
 
 
+def test_winograd_blocks_share_the_tiles_evenly_where_that_pays():
+    """winograd_f32.c blocks_balanced: even blocks where the busiest then computes fewer GEMM rows and blocks of
+    tb tiles would not start on tile rows anyway; blocks of whole tile rows stay."""
+    avx512, avx2, c = (splits.ISAS[k] for k in ("avx512", "avx2", "c"))
+    assert splits.winograd_blocks(16, 14, 4, avx512) == [8, 8]              # 14x14: 14 + 2 before
+    assert splits.winograd_blocks(49, 14, 7, avx512) == [14, 14, 14, 7]     # 28x28: 2 tile rows a block
+    assert splits.winograd_blocks(49, 30, 7, avx2) == [24, 25]              # 30 + 19: 30 rows vs 27
+    assert splits.winograd_blocks(16, 12, 4, avx2) == [12, 4]               # whole tile rows
+    assert splits.winograd_blocks(16, 6, 4, c) == [6, 6, 4]                 # even blocks of 6, 5, 5: no fewer rows
+    assert splits.winograd_blocks(50, 30, 5, c) == [30, 20]                 # 25 + 25 is 30 rows too (whole panels)
+    assert splits.winograd_blocks(50, 30, 5, avx2) == [30, 20]              # tile rows of 5
+    assert splits.winograd_blocks(196, 98, 14, avx512) == [98, 98]
+    # ResNet-50 stage 3 on 16 threads: 16 units of one size, so the model's balance is the runtime's
+    s = splits.winograd_split(256, 14, 14, 14, 14, 1, 256, 16, avx512)
+    assert "2 even tile blocks of 8 x 8 channel parts" in s.how and s.efficiency == pytest.approx(1.0)
+
+
 def test_grid_split_of_small_planes():
     isa = splits.ISAS["avx512"]
     # ResNet stage 3 3x3 stride 2 (packed): 14 pixel panels x 8 weight panels; 16 threads take the grid

@@ -206,13 +206,15 @@ def test_thread_count_gives_identical_bits(wg, problem):
         np.testing.assert_array_equal(one, run(ffi, lib, x, wt, pad, threads=t), err_msg=f"{t} threads")
 
 
-@pytest.mark.parametrize("problem", [(1, 64, 256, 13, 13, 1), (1, 48, 192, 13, 13, 1)],
+@pytest.mark.parametrize("problem", [(1, 64, 256, 13, 13, 1), (1, 48, 192, 13, 13, 1), (1, 256, 256, 14, 14, 1),
+                                     (1, 128, 128, 28, 28, 1)],
                          ids=lambda p: "b{}_c{}_o{}_{}x{}_p{}".format(*p))
 def test_small_plane_many_threads_same_bits_within_the_scratch(wg_isa, problem):
-    """SqueezeNet's 13x13 layers (16 tiles) on up to 32 threads, every ISA: choose_units takes tile blocks
-    smaller than plan_of's, whose output-channel blocks are then cut back to the scratch sized for plan_of's
-    (the AVX2 build's 64 -> 256 on 32 threads); `run` checks nothing is written outside it. Same bits as one
-    thread, and numpy's result."""
+    """SqueezeNet's 13x13 layers and ResNet's 14x14 (16 tiles) and 28x28 (49) on up to 32 threads, every ISA:
+    choose_units takes tile blocks smaller than plan_of's, whose output-channel blocks are then cut back to the
+    scratch sized for plan_of's (the AVX2 build's 64 -> 256 on 32 threads), and blocks that share the tiles
+    evenly (blocks_balanced: 16 tiles as 8 + 8 on AVX-512 from 4 threads, 49 as 24 + 25 on AVX2 at 16); `run`
+    checks nothing is written outside the scratch. Same bits as one thread, and numpy's result."""
     ffi, lib = wg_isa
     batch, c, o, h, w, pad = problem
     x, wt = realistic(np.random.default_rng(13), batch, c, o, h, w)
