@@ -462,13 +462,13 @@ def winograd_split(C: int, H: int, W: int, OH: int, OW: int, batch: int, O: int,
     # the ideal: the best of every block size and channel split choose_units could take, weighed as here
     best = max(_eff(_winograd_loads(C, O, tiles, bp * isa.mr, tw, np_, pays, isa)[0])
                for bp in range(1, tb0 // isa.mr + 1) for np_ in range(1, npanels + 1))
-    blocks = winograd_blocks(tiles, tb, tw, isa)
+    blocks = winograd_blocks(tiles, tb, tw, isa, nt)
     nblocks = len(blocks)
     units = nblocks * nparts
     if nt <= 1:
         return Split("winograd", pays, 0, atoms, loads, "serial", best=best)
     shared = _winograd_shared(nblocks, nparts, nt)
-    even = nblocks > 1 and blocks[0] < tb   # blocks_balanced
+    even = nblocks > 1 and blocks[0] < tb   # block_grain
     sizes = f"{min(blocks)}-{max(blocks)}" if even and min(blocks) < max(blocks) else f"{max(blocks)}"
     return Split("winograd", pays, max(nt, nblocks * _cdiv(nt, nblocks)) if shared else nt, atoms, loads,
                  f"{nblocks} {'even ' if even else ''}tile blocks of {sizes}"
@@ -489,12 +489,15 @@ def _winograd_gemm_rows(t: int, isa: Isa) -> int:
     return t - tail + (0 if tail == 0 else 3 if isa.name == "avx2" and tail <= 3 else isa.mr)
 
 
-def winograd_blocks(tiles: int, tb: int, tw: int, isa: Isa) -> list[int]:
-    """winograd_f32.c block_tiles: the tiles of each block (tw tiles a row), tb each or as even as they go
-    (blocks_balanced)."""
+def winograd_blocks(tiles: int, tb: int, tw: int, isa: Isa, threads: int = 2) -> list[int]:
+    """winograd_f32.c block_tiles: the tiles of each block (tw tiles a row), tb each or, on several threads,
+    even shares of grains (block_grain: tile rows where blocks of tb start on rows, else single tiles) where the
+    busiest block then computes fewer GEMM rows."""
     nblocks = _cdiv(tiles, tb)
-    if nblocks > 1 and tb % tw != 0 and _winograd_gemm_rows(_cdiv(tiles, nblocks), isa) < _winograd_gemm_rows(tb, isa):
-        return [e - b for b, e in _ranges(tiles, nblocks)]
+    grain = tw if tb % tw == 0 else 1
+    busiest = _cdiv(tiles // grain, nblocks) * grain
+    if nblocks > 1 and threads > 1 and _winograd_gemm_rows(busiest, isa) < _winograd_gemm_rows(tb, isa):
+        return [grain * (e - b) for b, e in _ranges(tiles // grain, nblocks)]
     return [min(tiles, (b + 1) * tb) - b * tb for b in range(nblocks)]
 
 
@@ -504,10 +507,10 @@ def _winograd_loads(C: int, O: int, tiles: int, tb: int, tw: int, nparts: int, p
     threads. With channel parts and no more blocks than threads (_winograd_shared), the blocks' input transforms
     run first, a channel slice per chunk, their cost added to the thread that runs the slice."""
     npanels = _cdiv(O, isa.nr)
-    blocks = winograd_blocks(tiles, tb, tw, isa)
-    nblocks = len(blocks)
+    nblocks = _cdiv(tiles, tb)
     units = nblocks * nparts
     nt = min(pays, units)
+    blocks = winograd_blocks(tiles, tb, tw, isa, nt)
     shared = _winograd_shared(nblocks, nparts, nt)
 
     def unit_cost(u: int, have: int) -> float:

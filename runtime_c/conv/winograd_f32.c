@@ -18,7 +18,7 @@
  * other than relu on the rows just written).
  * A block whose last panel holds <= 7 tiles runs that panel with a smaller AVX-512 kernel (rows_x32), one of
  * 8..13 the 14x32 kernel's exact tail; where that makes the busiest block cheaper, the blocks share the
- * tiles evenly (blocks_balanced).
+ * tiles evenly (block_grain).
  * Threads take contiguous runs of (tile block, output-channel part) units; the output channels are split
  * only when tile blocks are fewer than 2 per thread (e.g. 512 x 7 x 7, batch 1: 4 tiles), and blocks are made
  * smaller when they are too few for the threads (choose_units). With channel parts, the blocks' input
@@ -859,7 +859,7 @@ typedef struct wino_job {
     const mxcc_epilogue *ep;
     float *y, *scratch;
     long units, nblocks;
-    int balanced;   /* block_tiles: blocks as even as they go, not tb tiles each */
+    long grain;     /* block_tiles: the blocks' even shares are of this many tiles; 0: tb tiles each */
     int nparts, npanels, bpanels, parts, O;
     int shared;   /* 1: block b's V was made by transform_part into scratch slot b (two_phase) */
     int slices;   /* transform_part: channel slices per block */
@@ -880,25 +880,29 @@ static long gemm_rows(long t)
 #endif
 }
 
-/* Whether the blocks share the tiles evenly instead of tb each: where that makes the busiest block cheaper and
- * blocks of tb tiles do not start on tile rows anyway. `<net>_bench --simulate-threads 16` of one layer, AMD Zen
- * 4: 16 tiles (256 x 14 x 14) in 2 blocks are 8 + 8, not 14 + 2, whose first block's parts were the busiest by
- * 2.5x (best of 5: 126 -> 82 us); AVX2, 49 tiles (128 x 28 x 28) in 2 blocks are 24 + 25, not 30 + 19 (medians
- * of 6: 105 -> 96 us). Blocks of whole tile rows stay, as the input transform runs whole rows in its vector
- * passes: 49 tiles in 4 blocks on AVX-512 are 14 x 3 + 7 (12 + 12 + 12 + 13, a row less for the busiest,
- * measured 82 -> 96 us, medians of 8). */
-static int blocks_balanced(const plan *p, long nblocks)
+/* How the blocks share the tiles (block_tiles): 0 for tb tiles each; else a grain, the blocks taking even shares
+ * of grains (whole tile rows where blocks of tb tiles start on tile rows, as the input transform runs whole
+ * rows in its vector passes; else single tiles), where that makes the busiest block compute fewer GEMM rows.
+ * `<net>_bench --simulate-threads 16` of one layer, AMD Zen 4: 16 tiles (256 x 14 x 14) in 2 blocks are 8 + 8,
+ * not 14 + 2, whose first block's parts were the busiest by 2.5x (best of 5: 126 -> 82 us); AVX2, 49 tiles
+ * (128 x 28 x 28) in 2 blocks are 24 + 25, not 30 + 19 (medians of 6: 105 -> 96 us). 49 tiles in 4 blocks of
+ * 14 on AVX-512 (2 tile rows each) stay 14 x 3 + 7: even single tiles, 12 + 12 + 12 + 13, a row less for the
+ * busiest, measured 82 -> 96 us (medians of 8). */
+static long block_grain(const plan *p, long nblocks, int nt)
 {
-    return nblocks > 1 && p->tb % ceil_div(p->OW, 4) != 0
-           && gemm_rows(ceil_div(p->tiles, nblocks)) < gemm_rows(p->tb);
+    if (nblocks <= 1 || nt <= 1)   /* one thread: nothing to balance, plan_of's blocks */
+        return 0;
+    const long tw = ceil_div(p->OW, 4), grain = p->tb % tw == 0 ? tw : 1;   /* tiles: whole rows of tw */
+    return gemm_rows(ceil_div(p->tiles / grain, nblocks) * grain) < gemm_rows(p->tb) ? grain : 0;
 }
 
 /* Block b's tiles [*t0, *t1), at most tb of them. */
 static void block_tiles(const wino_job *j, long b, long *t0, long *t1)
 {
-    if (j->balanced) {
-        *t0 = mxcc_split_at(j->p->tiles, (int)j->nblocks, (int)b);
-        *t1 = mxcc_split_at(j->p->tiles, (int)j->nblocks, (int)b + 1);
+    if (j->grain) {
+        const long grains = j->p->tiles / j->grain;
+        *t0 = j->grain * mxcc_split_at(grains, (int)j->nblocks, (int)b);
+        *t1 = j->grain * mxcc_split_at(grains, (int)j->nblocks, (int)b + 1);
     } else {
         *t0 = b * j->p->tb;
         *t1 = min_l(j->p->tiles, *t0 + j->p->tb);
@@ -1016,8 +1020,8 @@ void mxcc_winograd_f43_f32(const mxcc_conv_geom *g, int batch, int O, const floa
     const long nblocks = ceil_div(p->tiles, p->tb), units = nblocks * nparts;
     const int bpanels = (int)(p->ob / NR);
     nt = (int)min_l(nt, units);
-    wino_job job = {p, u, x, ep, y, scratch, units, nblocks, blocks_balanced(p, nblocks), nparts, npanels, bpanels,
-                    nt, O, 0, 1};
+    wino_job job = {p, u, x, ep, y, scratch, units, nblocks, block_grain(p, nblocks, nt), nparts, npanels, bpanels, nt,
+                    O, 0, 1};
     /* Channel parts of a block each need its whole V. Made by each part, the input transform is repeated by
      * every thread that has one (ResNet-18 stage 3, 256 x 14 x 14 on 2 threads: 1.01 ms of work for 0.83 on
      * one; on 4 threads 1.50): so first the threads make the blocks' V together, a slice of the channels each,

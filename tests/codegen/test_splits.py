@@ -104,17 +104,21 @@ def test_winograd_takes_smaller_blocks_for_many_threads():
 
 
 def test_winograd_blocks_share_the_tiles_evenly_where_that_pays():
-    """winograd_f32.c blocks_balanced: even blocks where the busiest then computes fewer GEMM rows and blocks of
-    tb tiles would not start on tile rows anyway; blocks of whole tile rows stay."""
+    """winograd_f32.c block_grain: even blocks (of whole tile rows where blocks of tb start on rows) where the
+    busiest then computes fewer GEMM rows; else tb tiles each."""
     avx512, avx2, c = (splits.ISAS[k] for k in ("avx512", "avx2", "c"))
     assert splits.winograd_blocks(16, 14, 4, avx512) == [8, 8]              # 14x14: 14 + 2 before
     assert splits.winograd_blocks(49, 14, 7, avx512) == [14, 14, 14, 7]     # 28x28: 2 tile rows a block
+    assert splits.winograd_blocks(32, 28, 4, avx512) == [16, 16]            # 2 images of 14x14: rows, 4 + 4
     assert splits.winograd_blocks(49, 30, 7, avx2) == [24, 25]              # 30 + 19: 30 rows vs 27
-    assert splits.winograd_blocks(16, 12, 4, avx2) == [12, 4]               # whole tile rows
+    assert splits.winograd_blocks(16, 12, 4, avx2) == [8, 8]                # 12 + 4 rows: 12 vs 9
     assert splits.winograd_blocks(16, 6, 4, c) == [6, 6, 4]                 # even blocks of 6, 5, 5: no fewer rows
     assert splits.winograd_blocks(50, 30, 5, c) == [30, 20]                 # 25 + 25 is 30 rows too (whole panels)
-    assert splits.winograd_blocks(50, 30, 5, avx2) == [30, 20]              # tile rows of 5
     assert splits.winograd_blocks(196, 98, 14, avx512) == [98, 98]
+    # 32 images of 14x14 (512 tiles): plan_of's 9 x 56 + 8 on one thread; on 2, 10 blocks of 12-13 tile rows, so
+    # that each thread's 5 blocks hold 256 tiles (232 and 280 before)
+    assert splits.winograd_blocks(512, 56, 4, avx512, threads=1) == [56] * 9 + [8]
+    assert sum(splits.winograd_blocks(512, 56, 4, avx512, threads=2)[:5]) == 256
     # ResNet-50 stage 3 on 16 threads: 16 units of one size, so the model's balance is the runtime's
     s = splits.winograd_split(256, 14, 14, 14, 14, 1, 256, 16, avx512)
     assert "2 even tile blocks of 8 x 8 channel parts" in s.how and s.efficiency == pytest.approx(1.0)

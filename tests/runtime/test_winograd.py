@@ -190,12 +190,13 @@ def test_resnet_shapes_realistic_error(wg, problem):
 
 
 @pytest.mark.parametrize("problem", [(1, 70, 70, 7, 7, 1), (2, 64, 96, 28, 28, 1), (3, 17, 45, 13, 11, 2),
-                                     (1, 512, 64, 7, 7, 1), (1, 64, 64, 56, 56, 1)],
+                                     (1, 512, 64, 7, 7, 1), (1, 64, 64, 56, 56, 1), (8, 16, 24, 14, 14, 1)],
                          ids=lambda p: "b{}_c{}_o{}_{}x{}_p{}".format(*p))
 def test_thread_count_gives_identical_bits(wg, problem):
     """1, 2, 5 and 16 threads, and parallel = 0: the same bits (threads split tiles and output channels, never
     a sum). 7x7 at batch 1 has 4 tiles: the 2-thread run splits the output channels; 56x56 on 16 threads
-    takes smaller tile blocks than the cache-sized ones (choose_units)."""
+    takes smaller tile blocks than the cache-sized ones (choose_units); 8 images of 14x14 (128 tiles) are one
+    thread's 70 + 58 and several threads' even 64 + 64 (block_grain)."""
     ffi, lib = wg
     batch, c, o, h, w, pad = problem
     x, wt = realistic(np.random.default_rng(7), batch, c, o, h, w)
@@ -207,14 +208,15 @@ def test_thread_count_gives_identical_bits(wg, problem):
 
 
 @pytest.mark.parametrize("problem", [(1, 64, 256, 13, 13, 1), (1, 48, 192, 13, 13, 1), (1, 256, 256, 14, 14, 1),
-                                     (1, 128, 128, 28, 28, 1)],
+                                     (1, 128, 128, 28, 28, 1), (2, 256, 256, 14, 14, 1)],
                          ids=lambda p: "b{}_c{}_o{}_{}x{}_p{}".format(*p))
 def test_small_plane_many_threads_same_bits_within_the_scratch(wg_isa, problem):
     """SqueezeNet's 13x13 layers and ResNet's 14x14 (16 tiles) and 28x28 (49) on up to 32 threads, every ISA:
     choose_units takes tile blocks smaller than plan_of's, whose output-channel blocks are then cut back to the
     scratch sized for plan_of's (the AVX2 build's 64 -> 256 on 32 threads), and blocks that share the tiles
-    evenly (blocks_balanced: 16 tiles as 8 + 8 on AVX-512 from 4 threads, 49 as 24 + 25 on AVX2 at 16); `run`
-    checks nothing is written outside the scratch. Same bits as one thread, and numpy's result."""
+    evenly (block_grain: 16 tiles as 8 + 8 on AVX-512 from 4 threads, 49 as 24 + 25 on AVX2 at 16, two 14x14
+    images as 2 x 4 tile rows on AVX-512 at 16); `run` checks nothing is written outside the scratch. Same bits
+    as one thread, and numpy's result."""
     ffi, lib = wg_isa
     batch, c, o, h, w, pad = problem
     x, wt = realistic(np.random.default_rng(13), batch, c, o, h, w)
