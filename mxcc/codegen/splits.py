@@ -482,7 +482,8 @@ def _eff(loads) -> float:
 
 
 def _winograd_gemm_rows(t: int, isa: Isa) -> int:
-    """winograd_f32.c gemm_rows: the GEMM rows a block of t tiles costs (the micro-kernels' edge tiles)."""
+    """winograd_f32.c gemm_rows: the GEMM rows a block of t tiles costs (the micro-kernels' edge tiles; AVX2's
+    tails of 4 or 5 rows as whole panels, as choose_units counts them)."""
     tail = t % isa.mr
     if isa.name == "avx512":
         return t

@@ -866,8 +866,10 @@ typedef struct wino_job {
 } wino_job;
 
 /* The GEMM rows a block of t tiles costs, by the micro-kernels' edge tiles: AVX-512 exactly t (rows_x32 up to
- * 7 rows, the 14x32 kernel's exact tails of 8..13), AVX2 3 for a last panel of up to 3 rows and 6 otherwise,
- * plain C whole panels. codegen/splits.py (_winograd_gemm_rows) models this. */
+ * 7 rows, the 14x32 kernel's exact tails of 8..13), AVX2 3 for a last panel of up to 3 rows and 6 otherwise
+ * (its kernel computes a tail of 4 or 5 rows exactly, but choose_units counts whole panels: counted exactly,
+ * SqueezeNet's 13x13 layers on 8 threads would read 0.80 where another split gives 0.90), plain C whole
+ * panels. codegen/splits.py (_winograd_gemm_rows) models this. */
 static long gemm_rows(long t)
 {
     const long tail = t % MR;

@@ -3,8 +3,9 @@
  * Register plan (15 of 16 ymm): c[i][0..1] = row i of the tile as two 8-lane vectors (12 accumulators),
  * b0/b1 = row p of the packed B micro-panel, one broadcast of A[i, p] at a time. Per k step: 2 loads,
  * 6 broadcasts, 12 FMAs, so the two FMA ports are the bottleneck (BLIS haswell sgemm uses the same tile).
- * Edge tiles (m < 6 or n < 16) run the same full-tile code on a stack tile and copy the valid corner,
- * so C is never touched outside it. beta == 0 stores without loading C.
+ * Edge tiles (m < 6 or n < 16) compute 3 rows for m <= 3 and exactly m of 4 or 5, whole rows of 16 columns
+ * (m >= 3) stored in place and others on a stack tile whose valid corner is copied, so C is never touched
+ * outside it (Winograd's 16 tiles are panels of 6 + 6 + 4 rows; the MLP's batch 64 is 10 x 6 + 4). beta == 0 stores without loading C.
  * Contract: gemm_internal.h; layouts: runtime_c/README.md. Compiled only for AVX2+FMA without AVX-512F:
  * an AVX-512 build packs 14 x 32 panels (gemm_config.h) and uses mxcc_ukernel_f32_14x32_avx512f; without
  * AVX2+FMA, gemm_f32.c selects mxcc_ukernel_f32_ref.
@@ -21,8 +22,8 @@
 _Static_assert(MR == MXCC_GEMM_MR && NR == MXCC_GEMM_NR, "6x16 kernel reads MXCC_GEMM_MR x NR panels");
 
 /* The full 6 x 16 tile, or only its left half (6 x 8) when WIDE == 0: an edge tile with n <= 8 then
- * costs half the FMAs; R = 3: only rows 0..2 (an edge tile of m <= 3 rows, half the FMAs again; each
- * computed element the same FMA sequence). ap: (k, 6) packed A, bp: (k, 16) packed B, c: (R, 16 or 8) row
+ * costs half the FMAs; R = 3: only rows 0..2 (an edge tile of m <= 3 rows, half the FMAs again), R = 4 or
+ * 5: those rows (each computed element the same FMA sequence). ap: (k, 6) packed A, bp: (k, 16) packed B, c: (R, 16 or 8) row
  * stride ldc. R and WIDE are constants at each call site (always_inline): straight-line code per variant. */
 /* ROWS: A read in place instead, row i at ap + i * lda (A row-major, k floats per row), no packed panel. */
 #define A_AT(i) (ROWS ? ap + (i) * lda : ap + (i))
@@ -56,18 +57,20 @@ static inline __attribute__((always_inline)) void tile_6x16(const int R, const i
             a = _mm256_broadcast_ss(A_AT(2)); c20 = _mm256_fmadd_ps(a, b0, c20); c21 = _mm256_fmadd_ps(a, b1, c21);
             if (R > 3) {
                 a = _mm256_broadcast_ss(A_AT(3)); c30 = _mm256_fmadd_ps(a, b0, c30); c31 = _mm256_fmadd_ps(a, b1, c31);
+            }
+            if (R > 4) {
                 a = _mm256_broadcast_ss(A_AT(4)); c40 = _mm256_fmadd_ps(a, b0, c40); c41 = _mm256_fmadd_ps(a, b1, c41);
+            }
+            if (R > 5) {
                 a = _mm256_broadcast_ss(A_AT(5)); c50 = _mm256_fmadd_ps(a, b0, c50); c51 = _mm256_fmadd_ps(a, b1, c51);
             }
         } else {
             c00 = _mm256_fmadd_ps(_mm256_broadcast_ss(A_AT(0)), b0, c00);
             c10 = _mm256_fmadd_ps(_mm256_broadcast_ss(A_AT(1)), b0, c10);
             c20 = _mm256_fmadd_ps(_mm256_broadcast_ss(A_AT(2)), b0, c20);
-            if (R > 3) {
-                c30 = _mm256_fmadd_ps(_mm256_broadcast_ss(A_AT(3)), b0, c30);
-                c40 = _mm256_fmadd_ps(_mm256_broadcast_ss(A_AT(4)), b0, c40);
-                c50 = _mm256_fmadd_ps(_mm256_broadcast_ss(A_AT(5)), b0, c50);
-            }
+            if (R > 3) c30 = _mm256_fmadd_ps(_mm256_broadcast_ss(A_AT(3)), b0, c30);
+            if (R > 4) c40 = _mm256_fmadd_ps(_mm256_broadcast_ss(A_AT(4)), b0, c40);
+            if (R > 5) c50 = _mm256_fmadd_ps(_mm256_broadcast_ss(A_AT(5)), b0, c50);
         }
         ap += ROWS ? 1 : MR;
         bp += NR;
@@ -77,20 +80,16 @@ static inline __attribute__((always_inline)) void tile_6x16(const int R, const i
         c00 = _mm256_add_ps(c00, _mm256_loadu_ps(c + 0 * ldc));
         c10 = _mm256_add_ps(c10, _mm256_loadu_ps(c + 1 * ldc));
         c20 = _mm256_add_ps(c20, _mm256_loadu_ps(c + 2 * ldc));
-        if (R > 3) {
-            c30 = _mm256_add_ps(c30, _mm256_loadu_ps(c + 3 * ldc));
-            c40 = _mm256_add_ps(c40, _mm256_loadu_ps(c + 4 * ldc));
-            c50 = _mm256_add_ps(c50, _mm256_loadu_ps(c + 5 * ldc));
-        }
+        if (R > 3) c30 = _mm256_add_ps(c30, _mm256_loadu_ps(c + 3 * ldc));
+        if (R > 4) c40 = _mm256_add_ps(c40, _mm256_loadu_ps(c + 4 * ldc));
+        if (R > 5) c50 = _mm256_add_ps(c50, _mm256_loadu_ps(c + 5 * ldc));
         if (WIDE) {
             c01 = _mm256_add_ps(c01, _mm256_loadu_ps(c + 0 * ldc + 8));
             c11 = _mm256_add_ps(c11, _mm256_loadu_ps(c + 1 * ldc + 8));
             c21 = _mm256_add_ps(c21, _mm256_loadu_ps(c + 2 * ldc + 8));
-            if (R > 3) {
-                c31 = _mm256_add_ps(c31, _mm256_loadu_ps(c + 3 * ldc + 8));
-                c41 = _mm256_add_ps(c41, _mm256_loadu_ps(c + 4 * ldc + 8));
-                c51 = _mm256_add_ps(c51, _mm256_loadu_ps(c + 5 * ldc + 8));
-            }
+            if (R > 3) c31 = _mm256_add_ps(c31, _mm256_loadu_ps(c + 3 * ldc + 8));
+            if (R > 4) c41 = _mm256_add_ps(c41, _mm256_loadu_ps(c + 4 * ldc + 8));
+            if (R > 5) c51 = _mm256_add_ps(c51, _mm256_loadu_ps(c + 5 * ldc + 8));
         }
     }
     if (ep) {   /* a full tile's column bias and activation (ROWS tiles only: the driver's choice) */
@@ -103,26 +102,24 @@ static inline __attribute__((always_inline)) void tile_6x16(const int R, const i
             if (WIDE) x1 = mxcc_act_f32(ep->act, ep->alpha, ep->lo, ep->hi, x1); \
         } while (0)
         EPI_ROW(c00, c01); EPI_ROW(c10, c11); EPI_ROW(c20, c21);
-        if (R > 3) { EPI_ROW(c30, c31); EPI_ROW(c40, c41); EPI_ROW(c50, c51); }
+        if (R > 3) EPI_ROW(c30, c31);
+        if (R > 4) EPI_ROW(c40, c41);
+        if (R > 5) EPI_ROW(c50, c51);
 #undef EPI_ROW
     }
     _mm256_storeu_ps(c + 0 * ldc, c00);
     _mm256_storeu_ps(c + 1 * ldc, c10);
     _mm256_storeu_ps(c + 2 * ldc, c20);
-    if (R > 3) {
-        _mm256_storeu_ps(c + 3 * ldc, c30);
-        _mm256_storeu_ps(c + 4 * ldc, c40);
-        _mm256_storeu_ps(c + 5 * ldc, c50);
-    }
+    if (R > 3) _mm256_storeu_ps(c + 3 * ldc, c30);
+    if (R > 4) _mm256_storeu_ps(c + 4 * ldc, c40);
+    if (R > 5) _mm256_storeu_ps(c + 5 * ldc, c50);
     if (WIDE) {
         _mm256_storeu_ps(c + 0 * ldc + 8, c01);
         _mm256_storeu_ps(c + 1 * ldc + 8, c11);
         _mm256_storeu_ps(c + 2 * ldc + 8, c21);
-        if (R > 3) {
-            _mm256_storeu_ps(c + 3 * ldc + 8, c31);
-            _mm256_storeu_ps(c + 4 * ldc + 8, c41);
-            _mm256_storeu_ps(c + 5 * ldc + 8, c51);
-        }
+        if (R > 3) _mm256_storeu_ps(c + 3 * ldc + 8, c31);
+        if (R > 4) _mm256_storeu_ps(c + 4 * ldc + 8, c41);
+        if (R > 5) _mm256_storeu_ps(c + 5 * ldc + 8, c51);
     }
 }
 
@@ -147,6 +144,12 @@ static inline __attribute__((always_inline)) void edge_6x16(const int ROWS, int 
     if (m <= 3 && !ROWS) {
         if (n > NR / 2) tile_6x16(3, 1, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0);
         else tile_6x16(3, 0, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0);   /* rows 3..5, columns 8..15 not computed */
+    } else if (m == 4 && !ROWS) {
+        if (n > NR / 2) tile_6x16(4, 1, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0);
+        else tile_6x16(4, 0, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0);
+    } else if (m == 5 && !ROWS) {
+        if (n > NR / 2) tile_6x16(5, 1, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0);
+        else tile_6x16(5, 0, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0);
     } else if (n > NR / 2) {
         tile_6x16(MR, 1, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0);
     } else {
@@ -164,6 +167,12 @@ void mxcc_ukernel_f32_6x16_avx2fma(int k, const float *ap, const float *bp, floa
 {
     if (m == MR && n == NR)
         tile_6x16(MR, 1, 0, k, ap, 0, bp, c, ldc, beta, NULL, 0);
+    else if (m == 5 && n == NR)   /* whole rows: stored in place, no stack tile */
+        tile_6x16(5, 1, 0, k, ap, 0, bp, c, ldc, beta, NULL, 0);
+    else if (m == 4 && n == NR)
+        tile_6x16(4, 1, 0, k, ap, 0, bp, c, ldc, beta, NULL, 0);
+    else if (m == 3 && n == NR)
+        tile_6x16(3, 1, 0, k, ap, 0, bp, c, ldc, beta, NULL, 0);
     else
         edge_6x16(0, k, ap, 0, bp, c, ldc, m, n, beta);
 }
