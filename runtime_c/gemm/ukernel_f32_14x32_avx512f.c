@@ -94,8 +94,8 @@ static inline __attribute__((always_inline)) void tile_14x32(const int R, const 
     }
 }
 
-/* a last tile of exactly R rows (8 .. 13), any n */
-#define PACKED_TAIL(R) \
+/* an edge tile computing R rows (QUARTER, HALF, 8 .. 13 or MR), m of them stored, any n */
+#define EDGE_TILE(R) \
     if (n > 16) tile_14x32(R, 1, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << (n - 16)) - 1), beta); \
     else tile_14x32(R, 0, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << n) - 1), beta); \
     return;
@@ -105,25 +105,22 @@ void mxcc_ukernel_f32_14x32_avx512f(int k, const float *ap, const float *bp, flo
 {
     if (m == MR && n == NR) {
         tile_14x32(MR, 1, 1, k, ap, bp, c, ldc, MR, 0xFFFF, beta);
-    } else if (m <= QUARTER) {
-        if (n > 16) tile_14x32(QUARTER, 1, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << (n - 16)) - 1), beta);
-        else tile_14x32(QUARTER, 0, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << n) - 1), beta);
-    } else if (m <= HALF) {
-        if (n > 16) tile_14x32(HALF, 1, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << (n - 16)) - 1), beta);
-        else tile_14x32(HALF, 0, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << n) - 1), beta);
-    } else if (m < MR) {
-        switch (m) {
-        case 8: PACKED_TAIL(8)
-        case 9: PACKED_TAIL(9)
-        case 10: PACKED_TAIL(10)
-        case 11: PACKED_TAIL(11)
-        case 12: PACKED_TAIL(12)
-        default: PACKED_TAIL(13)
-        }
-    } else if (n > 16) {
-        tile_14x32(MR, 1, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << (n - 16)) - 1), beta);
-    } else {
-        tile_14x32(MR, 0, 0, k, ap, bp, c, ldc, m, (__mmask16)((1u << n) - 1), beta);
+        return;
+    }
+    if (m <= QUARTER) {
+        EDGE_TILE(QUARTER)
+    }
+    if (m <= HALF) {
+        EDGE_TILE(HALF)
+    }
+    switch (m) {
+    case 8: EDGE_TILE(8)
+    case 9: EDGE_TILE(9)
+    case 10: EDGE_TILE(10)
+    case 11: EDGE_TILE(11)
+    case 12: EDGE_TILE(12)
+    case 13: EDGE_TILE(13)
+    default: EDGE_TILE(MR)
     }
 }
 

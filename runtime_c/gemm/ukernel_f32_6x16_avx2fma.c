@@ -5,7 +5,8 @@
  * 6 broadcasts, 12 FMAs, so the two FMA ports are the bottleneck (BLIS haswell sgemm uses the same tile).
  * Edge tiles (m < 6 or n < 16) compute 3 rows for m <= 3 and exactly m of 4 or 5, whole rows of 16 columns
  * (m >= 3) stored in place and others on a stack tile whose valid corner is copied, so C is never touched
- * outside it (Winograd's 16 tiles are panels of 6 + 6 + 4 rows; the MLP's batch 64 is 10 x 6 + 4). beta == 0 stores without loading C.
+ * outside it (Winograd's 16 tiles are panels of 6 + 6 + 4 rows; the MLP's batch 64 is 10 x 6 + 4).
+ * beta == 0 stores without loading C.
  * Contract: gemm_internal.h; layouts: runtime_c/README.md. Compiled only for AVX2+FMA without AVX-512F:
  * an AVX-512 build packs 14 x 32 panels (gemm_config.h) and uses mxcc_ukernel_f32_14x32_avx512f; without
  * AVX2+FMA, gemm_f32.c selects mxcc_ukernel_f32_ref.
@@ -23,8 +24,9 @@ _Static_assert(MR == MXCC_GEMM_MR && NR == MXCC_GEMM_NR, "6x16 kernel reads MXCC
 
 /* The full 6 x 16 tile, or only its left half (6 x 8) when WIDE == 0: an edge tile with n <= 8 then
  * costs half the FMAs; R = 3: only rows 0..2 (an edge tile of m <= 3 rows, half the FMAs again), R = 4 or
- * 5: those rows (each computed element the same FMA sequence). ap: (k, 6) packed A, bp: (k, 16) packed B, c: (R, 16 or 8) row
- * stride ldc. R and WIDE are constants at each call site (always_inline): straight-line code per variant. */
+ * 5: those rows (each computed element the same FMA sequence). ap: (k, 6) packed A, bp: (k, 16) packed B,
+ * c: (R, 16 or 8) row stride ldc. R and WIDE are constants at each call site (always_inline): straight-line
+ * code per variant. */
 /* ROWS: A read in place instead, row i at ap + i * lda (A row-major, k floats per row), no packed panel. */
 #define A_AT(i) (ROWS ? ap + (i) * lda : ap + (i))
 static inline __attribute__((always_inline)) void tile_6x16(const int R, const int WIDE, const int ROWS, int k,
