@@ -665,7 +665,7 @@ def call_split(call, T: int, isa: Isa | str) -> Split:
                 return winograd_split(C, g["in"][1], g["in"][2], OH, OW, batch, O, T, isa, par)
             return direct_split(C, OH, OW, KH, KW, g["stride"][1], g["dilate"][1], g["dilate"][2], batch, O, T,
                                 isa, par)
-        if path == "depthwise":
+        if path in ("depthwise", "depthwise_flat"):
             g = _geom(v)
             if v["ep_per_image"]:
                 s = depthwise_split(g["channels"], T, par)

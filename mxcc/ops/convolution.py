@@ -5,7 +5,11 @@
 An ANCHOR: the GEMM epilogue adds the bias per output channel (a row of the GEMM), then a fused residual
 (elemwise_add) and activation. The lowering picks one path per layer (all decided here, printed by kernels/conv2d.c.j2):
 
-  depthwise  groups == C_in == C_out (1-D/2-D): the direct kernel of runtime_c/conv/, epilogue inline
+  depthwise  groups == C_in == C_out (1-D/2-D): the direct kernel of runtime_c/conv/, epilogue inline; its
+             plane kernel picked by the runtime (AVX-512: small 3x3 planes 16 channels at a time)
+  depthwise_flat  the same kernel with the per-plane kernels only (flat where it fits, else rows), never the
+             16-channel blocks: a candidate where those would run (_dw_channel_blocks), for the tuner (AMD Zen 4
+             runs them slower than the flat kernel, Intel faster)
   direct     one group, 1-D/2-D, at most DIRECT_MAX_C input channels (first layers; before winograd only up
              to DIRECT_FIRST_MAX_C), a weight fixed at bind time, not a plain 1x1: runtime_c/conv/conv_direct_f32.c, vectorized over output pixels of a row,
              the weight repacked once by <net>_prepare; its scratch (staged input rows) is per thread
@@ -189,12 +193,31 @@ def _plain_1x1(k, s, p) -> bool:
     return all(v == 1 for v in k) and all(v == 1 for v in s) and not any(p)
 
 
+def _dw_channel_blocks(a: ConvAttrs, x: tuple) -> bool:
+    """Whether an AVX-512 build computes this depthwise layer 16 channels at a time (depthwise_f32.c: where the
+    flat kernel fits, mxcc_depthwise_flat_fits with 16 lanes, and mxcc_depthwise_cblock_kernel takes the
+    geometry; a fused residual, unknown here, sends it back to the flat kernel, which the tuner then times
+    twice). 2-D, 3x3, equal strides of 1 or 2, no dilation, at least 16 channels, planes of at most 16 x 16."""
+    k, s, p, d = a.geometry()
+    if a.nsp != 2 or tuple(k) != (3, 3) or tuple(d) != (1, 1) or s[0] != s[1] or s[0] > 2 or x[1] < 16:
+        return False
+    (H, W), (OH, OW) = x[2:], _out_spatial(a, x)
+    vecs = -(-OH * OW // 16)
+    cblock = (max(p) <= 2 and H <= 16 and W <= 16 and ((OH - 1) * s[0] + 3) * ((OW - 1) * s[1] + 3) <= 324
+              and OH * OW <= 256)
+    if s[0] == 1:
+        flat = (OH, OW) == (H, W) and tuple(p) == (1, 1)
+    else:
+        flat = vecs >= 3 and tuple(p) == (1, 1) and (OH, OW) == ((H + 1) // 2, (W + 1) // 2)
+    return cblock and flat and OW <= 8 and vecs <= 8
+
+
 def candidates(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> tuple[str, ...]:
     """Every path that can compute this layer, in a fixed order (path() picks one of them by its heuristics;
     compiler/tune.py times them all where there are several). Only a weight fixed at bind time (`const`, an
     inference forward) gives a choice: the prepacked paths need it.
 
-      depthwise (groups == C_in == C_out, 1-D/2-D)         depthwise
+      depthwise (groups == C_in == C_out, 1-D/2-D)         depthwise, depthwise_flat (_dw_channel_blocks)
       one group, constant weight, 3x3 stride 1 dilation 1  winograd, packed, direct (C_in <= DIRECT_MAX_C)
       one group, constant weight, 1x1 stride 1 pad 0       dense (1-pixel images), pointwise, packed, gemm
       one group, constant weight, otherwise                packed, direct (1-D/2-D, C_in <= DIRECT_MAX_C)
@@ -205,7 +228,7 @@ def candidates(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> t
     k, s, p, d = a.geometry()
     plain = _plain_1x1(k, s, p)
     if a.num_group == x[1] == a.num_filter and a.nsp <= 2:
-        return ("depthwise",)
+        return ("depthwise",) + (("depthwise_flat",) if _dw_channel_blocks(a, x) else ())
     if a.num_group != 1 or "weight" not in const:
         return ("gemm",) if plain else ("im2col",)
     if plain:
@@ -227,7 +250,7 @@ def path(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> str:
 def heuristic(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> str:
     """The path the measured thresholds above pick among candidates()."""
     c = candidates(a, x, const)
-    if len(c) == 1:
+    if len(c) == 1 or c[0] == "depthwise":
         return c[0]
     k, s, p, _ = a.geometry()
     plain = _plain_1x1(k, s, p)
@@ -269,11 +292,12 @@ def _lower(a: ConvAttrs, ctx):
     macs = x[0] * o * ohw * cg * k       # the layer's multiply-adds (depthwise: cg = 1)
     nb = col_block(c * k, ohw) if kind == "im2col" else ohw
     shape = "x".join(map(str, kern))
-    desc = {"depthwise": f"depthwise {shape}: out[n, c] = sum over the {shape} window of weight[c] * data[n, c]",
+    dw = f"depthwise {shape}: out[n, c] = sum over the {shape} window of weight[c] * data[n, c]"
+    desc = {"depthwise": dw, "depthwise_flat": f"{dw}, by the per-plane kernels (no channel blocks)",
             "gemm": f"out[n] ({o}, {ohw}) = weight ({o}, {cg}) . data[n] ({c}, {hw})",
             "im2col": f"out[n] ({o}, {ohw}) = weight ({o}, {cg * k}) . im2col(data[n]) ({c * k}, {ohw}), "
                       f"in blocks of {nb} columns"}[kind]
-    if g > 1 and kind != "depthwise":
+    if g > 1 and not kind.startswith("depthwise"):
         desc += f", one GEMM per group of {og} x {cg} channels"
     return "kernels/conv2d.c.j2", dict(
         path=kind, batch=x[0], groups=g, m=og, n=ohw, nb=nb, k=cg * (k if kind == "im2col" else 1),

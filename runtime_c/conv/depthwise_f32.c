@@ -2,8 +2,9 @@
  * convolved with its own KH x KW taps, then the epilogue (contract: mxcc_conv.h, mxcc_conv_depthwise_f32).
  *
  * The driver: in vector builds (AVX-512F, AVX2 + FMA) with column stride 1 or 2 it describes the call once
- * (dw_call, depthwise_internal.h), picks a plane kernel (depthwise_flat_f32.c for small planes,
- * depthwise_rows_f32.c otherwise) and splits the N*C planes over the threads in equal contiguous ranges;
+ * (dw_call, depthwise_internal.h), picks a plane kernel (AVX-512: depthwise_cblock_f32.c for small 3x3
+ * planes unless the caller asks for the per-plane kernels, MXCC_DW_PLANES; depthwise_flat_f32.c for small
+ * planes, depthwise_rows_f32.c otherwise) and splits the N*C planes over the threads in equal contiguous ranges;
  * every other case (plain C, column stride > 2) runs the portable plane below, then mxcc_conv_epilogue_f32.
  * A plane is computed by one thread, so the result does not depend on the thread count.
  * mxcc_conv_depthwise_f32_ref: the plain loops with a bounds test per tap, the oracle of tests/runtime/test_conv.py.
@@ -67,6 +68,13 @@ static void dw_part(void *arg, long part, int worker)
 void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
                              const mxcc_epilogue *ep, float *y, int parallel)
 {
+    mxcc_conv_depthwise_kernel_f32(g, batch, x, w, ep, y, parallel, MXCC_DW_AUTO);
+}
+
+void mxcc_conv_depthwise_kernel_f32(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
+                                    const mxcc_epilogue *ep, float *y, int parallel, int kernel)
+{
+    (void)kernel;   /* a choice only in AVX-512 builds */
     const int C = g->channels, H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2];
     const int KH = g->k[1], KW = g->k[2];
     const long planes = (long)batch * C;
@@ -86,10 +94,13 @@ void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x,
         long grain = 1;   /* planes per unit of the split */
         dw_planes_fn *planes_fn = NULL;
 #if defined(__AVX512F__)
-        /* where the flat kernel would run, 16 planes on their side run faster (1 thread: 512x14x14 stride 2
-         * 31 -> 20 us, 1024x7x7 33 -> 24); not on wider planes, where the rows kernel's vectors are full
-         * (512x14x14 stride 1: 38 us by rows, 49 on their side) */
-        if (mxcc_depthwise_flat_fits(g) && (planes_fn = mxcc_depthwise_cblock_kernel(g, ep, planes)) != NULL)
+        /* where the flat kernel would run, 16 planes on their side run faster on Intel (model 167, 1 thread:
+         * 512x14x14 stride 2 31 -> 20 us, 1024x7x7 33 -> 24), slower on AMD Zen 4, whose 512-bit shuffles
+         * take two 256-bit halves (in MobileNet 1.0: 31-33 -> 37-40 us, 34-35 -> 37-41): MXCC_DW_PLANES,
+         * a tuned build's choice, keeps the flat kernel. Not on wider planes, where the rows kernel's vectors
+         * are full (512x14x14 stride 1: 38 us by rows, 49 on their side). */
+        if (kernel != MXCC_DW_PLANES && mxcc_depthwise_flat_fits(g)
+            && (planes_fn = mxcc_depthwise_cblock_kernel(g, ep, planes)) != NULL)
             grain = DW_CBLOCK;
 #endif
         if (planes_fn == NULL)

@@ -75,6 +75,12 @@ void mxcc_col2im_f32_ref(const mxcc_conv_geom *g, const float *col, float *x, in
  * epilogue has one). 1-D/2-D only (in[0] = k[0] = 1). parallel: split the N*C planes over OpenMP threads. */
 void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
                              const mxcc_epilogue *ep, float *y, int parallel);
+/* The same with the plane kernel chosen by the caller (a tuned build's path): MXCC_DW_AUTO as above (AVX-512:
+ * small 3x3 planes 16 channels at a time, depthwise_cblock_f32.c), MXCC_DW_PLANES the per-plane kernels only
+ * (flat where it fits, else rows). Either gives the same bits. */
+enum { MXCC_DW_AUTO = 0, MXCC_DW_PLANES = 1 };
+void mxcc_conv_depthwise_kernel_f32(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
+                                    const mxcc_epilogue *ep, float *y, int parallel, int kernel);
 void mxcc_conv_depthwise_f32_ref(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
                                  const mxcc_epilogue *ep, float *y, int parallel);
 

@@ -159,3 +159,28 @@ def test_inspect_tune_prints_the_choices(tmp_path, capsys):
     assert "convolution paths tuned on" in out and "1 thread (" in out
     for node in TUNED:
         assert f"\n{node} " in out
+
+
+def test_depthwise_flat_path_gives_the_same_bits(tmp_path):
+    """The depthwise layers with a second candidate (small 3x3 planes: depthwise_flat, the per-plane kernels
+    without the AVX-512 build's 16-channel blocks) forced to it: the C calls the kernel with MXCC_DW_PLANES, and
+    the output is the untuned build's bit for bit."""
+    with sym.NameManager():
+        h = sym.Convolution(sym.var("data"), kernel=(3, 3), pad=(1, 1), stride=(2, 2), num_filter=32, num_group=32,
+                            name="dw1")
+        h = sym.relu(sym.Convolution(sym.relu(h), kernel=(3, 3), pad=(1, 1), num_filter=32, num_group=32,
+                                     name="dw2"))
+    rng = np.random.default_rng(3)
+    params = {"dw1_weight": rng.standard_normal((32, 1, 3, 3)).astype(np.float32),
+              "dw1_bias": rng.standard_normal(32).astype(np.float32),
+              "dw2_weight": rng.standard_normal((32, 1, 3, 3)).astype(np.float32),
+              "dw2_bias": rng.standard_normal(32).astype(np.float32)}
+    shapes = {"data": (2, 32, 14, 14)}
+    base = mxcc.compile(h, shapes, params, out_dir=tmp_path / "base")
+    forced = mxcc.compile(h, shapes, params, out_dir=tmp_path / "flat",
+                          conv_paths={"dw1": "depthwise_flat", "dw2": "depthwise_flat"})
+    assert _plan_paths(tmp_path / "base") == {"dw1": "depthwise", "dw2": "depthwise"}
+    assert _plan_paths(tmp_path / "flat") == {"dw1": "depthwise_flat", "dw2": "depthwise_flat"}
+    assert (tmp_path / "flat" / "net.c").read_text().count("MXCC_DW_PLANES);") == 2
+    x = rng.standard_normal(shapes["data"]).astype(np.float32)
+    np.testing.assert_array_equal(forced.forward(data=x)[0], base.forward(data=x)[0])

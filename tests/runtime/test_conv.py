@@ -394,6 +394,24 @@ def test_depthwise_edge_matrix_against_numpy(conv, threads):
         assert np.max(np.abs(got - ref)) <= 1e-6 * np.sqrt(np.prod(k)) * 4 * scale, (geo, act, parts)
 
 
+def test_depthwise_plane_kernels_give_the_auto_choice_bits(conv_isa):
+    """MXCC_DW_PLANES (a tuned build's depthwise_flat: never 16 channels at a time) against MXCC_DW_AUTO on every
+    geometry of DW_MATRIX (its 16-channel cases included) and every ISA build: the same bits (every kernel sums
+    an output's taps in one order), every output written and nothing past them."""
+    ffi, lib = conv_isa
+    rng = np.random.default_rng(14)
+    for i, geo in enumerate(DW_MATRIX):
+        g, out, act, parts, batch, x, w, _, _, ep, _keep = _dw_case(ffi, lib, geo, i, rng)
+        n = batch * geo[0] * int(np.prod(out))
+        got = {}
+        for kernel in (lib.MXCC_DW_AUTO, lib.MXCC_DW_PLANES):
+            y = np.full(n + 16, np.nan, np.float32)
+            lib.mxcc_conv_depthwise_kernel_f32(g, batch, _f(ffi, x), _f(ffi, w), ep, _f(ffi, y), 1, kernel)
+            assert np.all(np.isnan(y[n:])) and not np.any(np.isnan(y[:n])), geo
+            got[kernel] = y[:n]
+        np.testing.assert_array_equal(got[lib.MXCC_DW_AUTO], got[lib.MXCC_DW_PLANES], err_msg=str((geo, act, parts)))
+
+
 def test_depthwise_bits_do_not_depend_on_threads(conv):
     """The planes split over the threads, each computed the same way: 1 and 2 threads give the same bits on
     every geometry of DW_MATRIX (its epilogues included)."""

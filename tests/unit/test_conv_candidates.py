@@ -33,6 +33,19 @@ WB = frozenset({"weight", "bias"})
     (dict(kernel=(3, 3, 3), num_filter=8), (1, 3, 8, 8, 8), W, ("packed",)),              # 3-D: no direct kernel
     (dict(kernel=(3,), num_filter=8), (1, 3, 50), W, ("packed", "direct")),                # 1-D
     (dict(kernel=(3, 3), num_filter=32, num_group=32), (1, 32, 56, 56), W, ("depthwise",)),
+    # small 3x3 planes, which AVX-512 builds compute 16 channels at a time: the per-plane kernels a candidate
+    (dict(kernel=(3, 3), num_filter=512, num_group=512, pad=(1, 1), stride=(2, 2)), (1, 512, 14, 14), frozenset(),
+     ("depthwise", "depthwise_flat")),
+    (dict(kernel=(3, 3), num_filter=1024, num_group=1024, pad=(1, 1)), (1, 1024, 7, 7), W,
+     ("depthwise", "depthwise_flat")),
+    (dict(kernel=(3, 3), num_filter=576, num_group=576, pad=(1, 1), stride=(2, 2)), (1, 576, 13, 13), W,
+     ("depthwise", "depthwise_flat")),
+    (dict(kernel=(3, 3), num_filter=512, num_group=512, pad=(1, 1)), (1, 512, 14, 14), W, ("depthwise",)),  # rows
+    (dict(kernel=(3, 3), num_filter=64, num_group=64, pad=(1, 1), stride=(2, 2)), (1, 64, 8, 8), W,
+     ("depthwise",)),                                                      # 16 outputs: stride 2 stays on rows
+    (dict(kernel=(3, 3), num_filter=8, num_group=8, pad=(1, 1)), (1, 8, 7, 7), W, ("depthwise",)),  # < 16 planes
+    (dict(kernel=(5, 5), num_filter=32, num_group=32, pad=(2, 2)), (1, 32, 7, 7), W, ("depthwise",)),
+    (dict(kernel=(3, 3), num_filter=32, num_group=32), (1, 32, 9, 9), W, ("depthwise",)),      # no pad: not flat
     (dict(kernel=(3, 3), num_filter=64, num_group=2), (1, 32, 56, 56), W, ("im2col",)),
     (dict(kernel=(1, 1), num_filter=64, num_group=2), (1, 32, 56, 56), W, ("gemm",)),
     (dict(kernel=(3, 3), num_filter=64), (1, 64, 56, 56), frozenset(), ("im2col",)),      # training: no choice
