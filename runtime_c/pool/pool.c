@@ -37,7 +37,14 @@
  * core busy, `<net>_bench --threads 2 --seconds 2`, mean per forward, three alternations: the cap to 1 thread /
  * 2 threads polling / 2 threads dozing: MLP b256 362-369 / 501-527 / 319-340 us, MobileNet 1.0 8.9-9.1 /
  * 11.5-12.7 / 8.6-8.8 ms, ResNet-18 24.0-24.8 / 29.6-30.9 / 23.0-24.7 ms; dozing workers that first polled
- * 20 us were slower than either, MLP b256 398-421 us. (The time the caller waits
+ * 20 us were slower than either, MLP b256 398-421 us. A dozing worker also keeps off the CPU the caller
+ * posted the job from (keep_off: its own affinity less that CPU, its own again when the doze ends): woken by
+ * the caller, the scheduler may place it on the caller's CPU, where it runs only while the caller does not,
+ * and there it stayed (Linux 6.18, AMD Zen 4 2-vCPU VM, one core busy, MLP b256 on 2 threads: runs of 150-270
+ * calls at 1-thread speed, 60% of the calls). Kept off, the worker shares the busy process's core or has
+ * one alone: `<net>_bench --threads 2 --seconds 2`, 3 alternations, mean per forward, ResNet-18 21.7-22.2 ->
+ * 20.8-21.4 ms, MobileNet 1.0 10.6-10.9 -> 9.9-10.2 ms, MLP b64 unchanged (134-139 us); MLP b256 per call
+ * from Python, median 504-507 -> 283-284 us, mean 442-456 -> 374-382. (The time the caller waits
  * is no measure: an uneven split makes it wait on a quiet machine, 5% of a network's job time on 2 threads,
  * 35-46% on 16 by the split simulator.) The kernels split whole units of work (parallel.h), so no result
  * changes.
@@ -115,11 +122,12 @@ static struct {
     _Atomic long caps;           /* times the cap was set (mxcc_pool_caps) */
     _Atomic int cap;             /* threads a job may use while oversubscribed (0: no cap) */
     _Atomic int doze;            /* workers sleep as soon as a job is done, no polling (oversubscribed) */
+    _Atomic int caller_cpu;      /* while dozing: the CPU the caller posted its last job from (-1: unknown) */
     _Atomic long cap_until;      /* now_ns() when the cap or the doze is lifted */
     _Atomic long clock_ns;       /* the window's sampled chunk time, all threads */
     int window_threads;          /* the most threads a job of the window had (the caller's, under busy) */
     unsigned char over[MAX_THREADS];   /* per thread: windows in a row it lost LOST_SHARE (the caller's) */
-} pool = {.busy = PTHREAD_MUTEX_INITIALIZER, .grow = PTHREAD_MUTEX_INITIALIZER};
+} pool = {.busy = PTHREAD_MUTEX_INITIALIZER, .grow = PTHREAD_MUTEX_INITIALIZER, .caller_cpu = -1};
 
 /* each thread's sampled chunk time in the window, by the clock and by its CPU clock: its own cache line */
 static struct {
@@ -240,13 +248,34 @@ static long run_job(int worker)
     return ran;
 }
 
+/* While the pool dozes, the worker's CPUs are `home` less the caller's (*off: that CPU + 1); `home` again
+ * after. One system call when the caller's CPU changes, none otherwise. */
+static void keep_off(const cpu_set_t *home, int *off)
+{
+    const int doze = atomic_load_explicit(&pool.doze, memory_order_relaxed);
+    const int cpu = atomic_load_explicit(&pool.caller_cpu, memory_order_relaxed);
+    if (doze && cpu >= 0 && cpu < CPU_SETSIZE && *off != cpu + 1 && CPU_ISSET(cpu, home) && CPU_COUNT(home) > 1) {
+        cpu_set_t m = *home;
+        CPU_CLR(cpu, &m);
+        if (sched_setaffinity(0, sizeof m, &m) == 0)
+            *off = cpu + 1;
+    } else if (!doze && *off) {
+        sched_setaffinity(0, sizeof *home, home);
+        *off = 0;
+    }
+}
+
 static void *worker_main(void *p)
 {
     const int id = (int)(intptr_t)p;
     in_chunk = 1;
     uint32_t seen = atomic_load(&pool.wake);
+    cpu_set_t home;   /* the CPUs this worker may run on, as created (the process's) */
+    int off = sched_getaffinity(0, sizeof home, &home) == 0 ? 0 : -1;   /* -1: never moved */
     for (;;) {
         run_job(id);
+        if (off >= 0)
+            keep_off(&home, &off);
         uint32_t w;
         /* a thread the cap leaves out, or any while dozing, sleeps at once: its core is wanted elsewhere */
         const int cap = atomic_load_explicit(&pool.cap, memory_order_relaxed);
@@ -284,6 +313,7 @@ static void after_fork_child(void)
     atomic_store(&pool.clock_ns, 0);
     atomic_store(&pool.cap, 0);
     atomic_store(&pool.doze, 0);
+    atomic_store(&pool.caller_cpu, -1);
     pool.window_threads = 0;
     for (int t = 0; t < MAX_THREADS; t++) {
         pool.over[t] = 0;
@@ -503,6 +533,8 @@ void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
     atomic_store_explicit(&pool.claim, (seq >> 1 & 0xff) << 56 | (uint64_t)threads << 48 | (uint64_t)chunks << 24
                                        | (uint64_t)threads, memory_order_release);
     atomic_store_explicit(&pool.seq, seq, memory_order_release);
+    if (atomic_load_explicit(&pool.doze, memory_order_relaxed))
+        atomic_store_explicit(&pool.caller_cpu, sched_getcpu(), memory_order_relaxed);   /* keep_off */
     atomic_fetch_add(&pool.wake, 1);
     if (atomic_load(&pool.sleepers) > 0)
         futex_wake_all(&pool.wake);

@@ -6,8 +6,12 @@
  * CAP_NS and CAP_MIN_THREADS 2): an uneven split alone does not make the pool split for fewer threads
  * (mxcc_pool_threads); three times as many spinning threads as CPUs do, a child forked then is not capped, and
  * all threads come back once the cap's time is over. Argument "nocap" (a default build): 2-thread jobs stay on
- * 2 threads however oversubscribed the machine, and the pool finds it oversubscribed (its workers doze). */
+ * 2 threads however oversubscribed the machine, and the pool finds it oversubscribed (its workers doze); while
+ * it dozes the worker keeps off one CPU (the caller's), and it may run anywhere again once the doze is over. */
+#define _GNU_SOURCE
+#include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +135,36 @@ static int capped_while_oversubscribed(long ns)
     return capped;
 }
 
+/* The threads of this process whose CPUs are fewer than the main thread's (a dozing worker keeps off one) */
+static int narrowed_threads(void)
+{
+    cpu_set_t all, m;
+    if (sched_getaffinity(0, sizeof all, &all))
+        return -1;
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (e->d_name[0] != '.' && sched_getaffinity((pid_t)atoi(e->d_name), sizeof m, &m) == 0
+            && CPU_COUNT(&m) < CPU_COUNT(&all))
+            n++;
+    closedir(d);
+    return n;
+}
+
+/* 2-thread jobs until narrowed_threads() is `want` or `ns` have passed: whether it got there */
+static int narrowed_within(int want, long ns)
+{
+    const long start = now_ns();
+    while (now_ns() - start < ns) {
+        mxcc_parallel_chunks(2, 2, uneven_chunk, NULL);
+        if (narrowed_threads() == want)
+            return 1;
+    }
+    return 0;
+}
+
 static int cap_test(void)
 {
     /* an uneven split keeps the caller waiting, but no thread loses its core: no cap */
@@ -185,6 +219,19 @@ int main(int argc, char **argv)
         }
         if (mxcc_pool_caps() < 1) {
             fprintf(stderr, "2 s of 2-thread jobs on an oversubscribed machine: never found oversubscribed\n");
+            return 1;
+        }
+        /* the doze lasts CAP_NS after the last window that lost time: the worker is kept off the caller's CPU
+         * (where there is another), then allowed everywhere again */
+        cpu_set_t all;
+        const int cpus = sched_getaffinity(0, sizeof all, &all) == 0 ? CPU_COUNT(&all) : 0;
+        if (cpus > 1 && !narrowed_within(1, 100000000L)) {
+            fprintf(stderr, "dozing on %d CPUs: %d threads kept off a CPU (expected the worker)\n", cpus,
+                    narrowed_threads());
+            return 1;
+        }
+        if (!narrowed_within(0, 20 * 1000000000L)) {
+            fprintf(stderr, "20 s after the machine was busy: a worker still kept off a CPU\n");
             return 1;
         }
         printf("ok not capped, found oversubscribed %ld times\n", mxcc_pool_caps());
