@@ -143,20 +143,22 @@ static inline __attribute__((always_inline)) void edge_6x16(const int ROWS, int 
             }
         }
     }
-    if (m <= 3 && !ROWS) {
-        if (n > NR / 2) tile_6x16(3, 1, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0);
-        else tile_6x16(3, 0, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0);   /* rows 3..5, columns 8..15 not computed */
-    } else if (m == 4 && !ROWS) {
-        if (n > NR / 2) tile_6x16(4, 1, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0);
-        else tile_6x16(4, 0, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0);
-    } else if (m == 5 && !ROWS) {
-        if (n > NR / 2) tile_6x16(5, 1, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0);
-        else tile_6x16(5, 0, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0);
-    } else if (n > NR / 2) {
-        tile_6x16(MR, 1, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0);
-    } else {
-        tile_6x16(MR, 0, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0);  /* columns 8..15 of the tile are not computed */
-    }
+    /* R rows of the tile computed (3 for m <= 3, else m, in-place A rows always MR), the rest left as they are;
+     * columns 8..15 only for n > 8 */
+#define EDGE_ROWS(R) \
+    do { \
+        if (n > NR / 2) tile_6x16(R, 1, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0); \
+        else tile_6x16(R, 0, ROWS, k, ap, lda, bp, tile, NR, beta, NULL, 0); \
+    } while (0)
+    if (m <= 3 && !ROWS)
+        EDGE_ROWS(3);
+    else if (m == 4 && !ROWS)
+        EDGE_ROWS(4);
+    else if (m == 5 && !ROWS)
+        EDGE_ROWS(5);
+    else
+        EDGE_ROWS(MR);
+#undef EDGE_ROWS
     for (int i = 0; i < m; i++) {
         for (int j = 0; j < n; j++) {
             c[(long)i * ldc + j] = tile[i * NR + j];
