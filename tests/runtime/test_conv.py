@@ -397,7 +397,8 @@ def test_depthwise_edge_matrix_against_numpy(conv, threads):
 def test_depthwise_plane_kernels_give_the_auto_choice_bits(conv_isa):
     """MXCC_DW_PLANES (a tuned build's depthwise_flat: never 16 channels at a time) against MXCC_DW_AUTO on every
     geometry of DW_MATRIX (its 16-channel cases included) and every ISA build: the same bits (every kernel sums
-    an output's taps in one order), every output written and nothing past them."""
+    an output's taps in one order), every output written and nothing past them, and the reference twin's result
+    within rounding."""
     ffi, lib = conv_isa
     rng = np.random.default_rng(14)
     for i, geo in enumerate(DW_MATRIX):
@@ -410,6 +411,10 @@ def test_depthwise_plane_kernels_give_the_auto_choice_bits(conv_isa):
             assert np.all(np.isnan(y[n:])) and not np.any(np.isnan(y[:n])), geo
             got[kernel] = y[:n]
         np.testing.assert_array_equal(got[lib.MXCC_DW_AUTO], got[lib.MXCC_DW_PLANES], err_msg=str((geo, act, parts)))
+        want = np.full(n, np.nan, np.float32)   # and the plain loops' result, as the AUTO kernel's tests check
+        lib.mxcc_conv_depthwise_f32_ref(g, batch, _f(ffi, x), _f(ffi, w), ep, _f(ffi, want), 0)
+        scale = max(float(np.max(np.abs(want))), 1.0)
+        assert np.max(np.abs(got[lib.MXCC_DW_PLANES] - want)) <= 1e-6 * np.sqrt(np.prod(geo[2])) * 4 * scale, geo
 
 
 def test_depthwise_bits_do_not_depend_on_threads(conv):
