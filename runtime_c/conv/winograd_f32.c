@@ -872,13 +872,15 @@ typedef struct wino_job {
  * panels. codegen/splits.py (_winograd_gemm_rows) models this. */
 static long gemm_rows(long t)
 {
-    const long tail = t % MR;
 #if defined(__AVX512F__)
     return t;
-#elif defined(__AVX2__) && defined(__FMA__)
+#else
+    const long tail = t % MR;
+#if defined(__AVX2__) && defined(__FMA__)
     return t - tail + (tail == 0 ? 0 : tail <= 3 ? 3 : MR);
 #else
     return t - tail + (tail == 0 ? 0 : MR);
+#endif
 #endif
 }
 
