@@ -45,14 +45,15 @@ class Isa:
     kc: int
     nc: int
     pw_mr: int       # conv1x1 weight panel rows (MR)
+    pw_step: int     # conv1x1 tile heights compiled (MR_STEP)
     lanes: int       # MXCC_SIMD_SIZE_F32
     direct_ob: int   # conv_direct OB
 
 
 ISAS = {
-    "avx512": Isa("avx512", 14, 32, 112, 512, 3072, 12, 16, 8),
-    "avx2": Isa("avx2", 6, 16, 144, 384, 3072, 6, 8, 4),
-    "c": Isa("c", 6, 16, 96, 256, 2048, 4, 8, 4),
+    "avx512": Isa("avx512", 14, 32, 112, 512, 3072, 12, 4, 16, 8),
+    "avx2": Isa("avx2", 6, 16, 144, 384, 3072, 6, 2, 8, 4),
+    "c": Isa("c", 6, 16, 96, 256, 2048, 4, 4, 8, 4),
 }
 
 
@@ -254,12 +255,18 @@ def _pw_units_cost(u0: int, u1: int, panels: int, tail: int) -> int:
     return (u1 - u0 - tails) * 24 + tails * tail
 
 
+def pw_weight_panels(O: int, isa: Isa) -> int:
+    """conv1x1_f32.c weight_panels: ceil(O / MR), one more where that is odd and at least 16 (MR > MR_STEP)."""
+    n = _cdiv(O, isa.pw_mr)
+    return n + 1 if isa.pw_mr > isa.pw_step and n >= 16 and n % 2 else n
+
+
 def conv1x1_split(batch: int, C: int, P: int, O: int, T: int, isa: Isa, parallel: bool = True) -> Split:
     """mxcc_conv1x1_f32: pixel panels (NR pixels of one image) x weight panels (MR channels)."""
     nr = 2 * isa.lanes
     ride = 4 if isa.name == "avx512" else 0   # RIDE_MAX: an image's last few pixels ride along the panel before
     panels = P // nr if P > nr and 0 < P % nr <= ride else _cdiv(P, nr)
-    nb = _cdiv(O, isa.pw_mr)
+    nb = pw_weight_panels(O, isa)
     units = batch * panels
     atoms = units * nb
     nt = threads_for(2.0 * batch * P * O * C, T) if parallel else 1

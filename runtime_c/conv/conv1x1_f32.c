@@ -99,26 +99,37 @@
 #define PW_BLOCK_FLOATS (64 * 1024)
 #endif
 
-/* The output channels of weight panel b: [*o0, *o0 + *h). ceil(O / MR) panels share the rows in steps of
- * MR_STEP as evenly as they go, the taller first: O = 64 on AVX-512 is 12, 12, 12, 12, 8, 8, not five
- * panels of 12 and one of 4 (a tile of 4 rows x 32 pixels has 8 accumulators for its 6 loads per step, and
- * 32->64@112 spent 9% of its time there for 6% of the multiply-adds). */
+/* Weight panels for O output channels: ceil(O / MR), one more where that is odd and at least 16 (taller tiles
+ * than MR_STEP only), so that halves and most quarters of them hold the same rows. */
+static int weight_panels(int O)
+{
+    const int n = (O + MR - 1) / MR;
+    return MR > MR_STEP && n >= 16 && n % 2 ? n + 1 : n;
+}
+
+/* The output channels of weight panel b: [*o0, *o0 + *h). The panels share the rows in steps of MR_STEP as
+ * evenly as they go, the taller and shorter ones interleaved (b * steps / nb steps before panel b), so that a
+ * split of the panels by count is one of the rows: O = 512 on AVX-512 is 44 panels, 40 of 12 rows and 4 of 8,
+ * 22 and 256 rows a half (the taller first, 43 panels split 21 / 22 on 2 threads into 252 / 260 rows: the
+ * weight split of MobileNet's 14x14 layers). No panel shorter than 2 steps where MR allows 3: O = 64 is
+ * 8, 12, 12, 8, 12, 12, not five panels of 12 and one of 4 (a tile of 4 rows x 32 pixels has 8 accumulators
+ * for its 6 loads per step, and 32->64@112 spent 9% of its time there for 6% of the multiply-adds). */
 static void panel_rows(int O, int b, int *o0, int *h)
 {
-    const int nb = (O + MR - 1) / MR, steps = (O + MR_STEP - 1) / MR_STEP, q = steps / nb, r = steps % nb;
-    *o0 = (b * q + (b < r ? b : r)) * MR_STEP;
-    *h = (q + (b < r)) * MR_STEP;
+    const long nb = weight_panels(O), steps = (O + MR_STEP - 1) / MR_STEP;
+    *o0 = (int)(b * steps / nb) * MR_STEP;
+    *h = (int)((b + 1) * steps / nb) * MR_STEP - *o0;
     if (*o0 + *h > O) *h = O - *o0;
 }
 
 long mxcc_conv1x1_packed_w_floats(int C, int O)
 {
-    return (long)C * ((O + MR - 1) / MR * MR);
+    return (long)C * weight_panels(O) * MR;
 }
 
 void mxcc_conv1x1_pack_w_f32(int O, int C, const float *w, float *wp)
 {
-    const int nb = (O + MR - 1) / MR;
+    const int nb = weight_panels(O);
     for (int b = 0; b < nb; b++) {
         float *d = wp + (long)b * C * MR;   /* (C, MR) panel b: rows [o0, o0 + h) of W, zeros after */
         int o0, h;
@@ -131,7 +142,7 @@ void mxcc_conv1x1_pack_w_f32(int O, int C, const float *w, float *wp)
 
 void mxcc_conv1x1_scale_packed_w_f32(int O, int C, float *wp, const float *scale)
 {
-    const int nb = (O + MR - 1) / MR;
+    const int nb = weight_panels(O);
     for (int b = 0; b < nb; b++) {
         float *d = wp + (long)b * C * MR;
         int o0, h;
@@ -873,7 +884,7 @@ void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const floa
                       float *y, float *scratch, int parallel)
 {
     if (batch <= 0 || P <= 0 || O <= 0) return;
-    const int panels = image_panels(P), nb = (O + MR - 1) / MR;
+    const int panels = image_panels(P), nb = weight_panels(O);
     const long units = (long)batch * panels;
     const problem pb = {C, P, O, panels, x, wp, ep && !mxcc_epilogue_is_noop(ep) ? ep : NULL, y};
     const long per_thread = thread_floats(C);

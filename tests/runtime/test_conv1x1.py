@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mxcc.ops._pack import conv1x1_weight
 from mxcc_testing import (CC, EPILOGUE_CASES, build_isa_libs, check_same_bits_on_threads, check_within,
                           conv_kernel_cdef, epilogue_reference, load_isa_lib, needs_gcc, run_guarded,
                           run_sanitizer_driver, float_buf as _f)
@@ -51,7 +52,7 @@ class Pointwise:
         self.x = rng.standard_normal((batch, C, P)).astype(np.float32)
         self.w = rng.standard_normal((O, C)).astype(np.float32)
         n = lib.mxcc_conv1x1_packed_w_floats(C, O)
-        assert n <= C * -(-O // 12) * 12   # MXCC_CONV1X1_PACKED_W_FLOATS_MAX: the compiler's buffer size
+        assert n <= conv1x1_weight(O, C)[1]   # MXCC_CONV1X1_PACKED_W_FLOATS_MAX: the compiler's buffer size
         self.wp = np.full(n + 64, np.nan, np.float32)
         lib.mxcc_conv1x1_pack_w_f32(O, C, _f(ffi, self.w), _f(ffi, self.wp))
         assert np.isnan(self.wp[n:]).all() and not np.isnan(self.wp[:n]).any()
