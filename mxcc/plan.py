@@ -66,6 +66,8 @@ class Plan:
     folded: tuple = ()       # FusedGroups of folded nodes, run by <net>_prepare in this order (not in graph.groups)
     derived_buffers: tuple[BufferSlot, ...] = ()   # their values in ctx->derived; live over prepare steps
     derived_bytes: int = 0   # ctx->derived bytes they use (a folded BatchNorm's scale/shift come after)
+    plane_strides: dict = field(default_factory=dict)   # (node, index) -> floats between the value's NCHW planes,
+                                                        # where more than H*W (passes/plan_memory._planes_apart)
 
     def slots_of(self, kind: str) -> list[Slot]:
         return [s for s in self.slots if s.kind == kind]

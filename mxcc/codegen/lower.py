@@ -89,8 +89,10 @@ class LowerCtx:
     passes/fold_constants.bind_time_inputs), which ops may read transformed (`packed_input`)."""
 
     def __init__(self, names, in_types, out_types, epilogue: tuple[EpilogueStep, ...], node: str = "",
-                 const: frozenset[str] = frozenset()):
+                 const: frozenset[str] = frozenset(), planes: dict | None = None):
         self.node = node                      # the anchor's node name (a random op's stream derives from it)
+        self.planes = planes or {}            # "out" / an input's name -> floats between its NCHW planes, where
+                                              # the plan put them further apart than H*W (plan.plane_strides)
         self._in = dict(zip(names, in_types))
         self._out = out_types
         self.epilogue = epilogue
@@ -120,6 +122,11 @@ class LowerCtx:
 
     def in_type(self, name: str) -> TensorType:
         return self._in[name]
+
+    def plane_stride(self, name: str) -> int:
+        """Floats between the NCHW planes of input `name` (or of the output, "out") where the plan put them
+        further apart than H*W (OpDef.planes_apart), else 0."""
+        return self.planes.get(name, 0)
 
     def out_type(self, i: int = 0) -> TensorType:
         return self._out[i]
@@ -287,8 +294,11 @@ def _lower_group(plan: Plan, grp: FusedGroup, fn: str, slot_names, index: int, d
             prepare = (fold,)
             ins += scale_shift
         prev = Ref(m.id, 0)
+    planes = {name: plan.plane_strides[r.key] for name, r in zip(names, anchor.inputs) if r.key in plan.plane_strides}
+    if len(grp.outputs) == 1 and grp.outputs[0].key in plan.plane_strides:
+        planes["out"] = plan.plane_strides[grp.outputs[0].key]
     ctx = LowerCtx(names, [g.type_of(r) for r in anchor.inputs], anchor.out_types, epilogue, node=anchor.name,
-                   const=bind_time_inputs(g, anchor))
+                   const=bind_time_inputs(g, anchor), planes=planes)
     template, variables = op.lower(anchor.params, ctx)
     if template == "kernels/copy_rows.c.j2" and plan.slices:
         locs = {**{name: plan.locations[r.key] for name, r in zip(names, anchor.inputs)},

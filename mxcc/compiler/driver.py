@@ -215,6 +215,7 @@ def plan_to_json(plan: Plan, calls, folded_calls=(), batch: BatchShapes | None =
         mxcc_version=__version__, arena_bytes=plan.arena_bytes, naive_bytes=plan.naive_bytes,
         lower_bound_bytes=plan.lower_bound_bytes, strategy=plan.strategy,
         inplace=[list(p) for p in plan.inplace], slices=[list(s) for s in plan.slices],
+        plane_strides=[[g.output_name(Ref(*k)), v] for k, v in plan.plane_strides.items()],
         folded=_folded_json(plan, folded_calls), derived_bytes=plan.derived_bytes,
         kernels=len(g.groups), nodes=sum(1 for n in g.nodes if not n.is_variable), groups=groups,
         slots=[dict(index=s.index, name=s.name, kind=s.kind, shape=list(s.shape), dtype=s.dtype,

@@ -147,6 +147,10 @@ class OpDef:
     residual_in_place: Callable | None = None   # ANCHOR: (attrs, in_types, const) -> whether the kernel reads
                                           # each element of a fused residual before it writes the same
                                           # output element, and no other: the output may reuse its storage
+    planes_apart: Callable | None = None  # ANCHOR: (attrs, in_types, const) -> which of "out" (its output) and
+                                          # "data" (that input) its kernel takes with NCHW planes further
+                                          # apart than H*W floats (plan_memory: a depthwise layer's output
+                                          # that a pointwise layer reads, its rows then on cache lines)
     view: bool | Callable[[Any], bool] = False   # output is input 0 reinterpreted (Flatten/Reshape): no
                                           # kernel; a function of the attrs where it depends on them (Cast)
     identity_in_inference: bool = False   # Dropout: removed for inference

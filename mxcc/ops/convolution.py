@@ -299,11 +299,14 @@ def _lower(a: ConvAttrs, ctx):
                       f"in blocks of {nb} columns"}[kind]
     if g > 1 and not kind.startswith("depthwise"):
         desc += f", one GEMM per group of {og} x {cg} channels"
+    ys = ctx.plane_stride("out")   # depthwise only (_planes_apart)
+    if ys:
+        desc += f"; out's planes {ys} floats apart (rows on cache lines for the pointwise layer after)"
     return "kernels/conv2d.c.j2", dict(
         path=kind, batch=x[0], groups=g, m=og, n=ohw, nb=nb, k=cg * (k if kind == "im2col" else 1),
-        x_img=c * hw, y_img=o * ohw, w_grp=og * cg * k,
+        x_img=c * hw, y_img=o * (ys or ohw), w_grp=og * cg * k, ldx=0,
         b_grp=cg * hw, y_grp=og * ohw,
-        geom=geom(c, x[2:], y[2:], kern, st, p, d) if kind != "gemm" else [],
+        geom=geom(c, x[2:], y[2:], kern, st, p, d) + ([("y_plane", str(ys))] if ys else []) if kind != "gemm" else [],
         **per_image_epilogue(ctx, None if a.no_bias else "bias", o * ohw, ohw),
         parallel=cond_of(c * k * nb >= PARALLEL_MIN_ELEMENTS if kind == "im2col" else macs >= PARALLEL_MIN_MACS),
         what=f"{desc}; stride {st} pad {p} dilate {d} groups {g}", o=o, thread_scratch=None, weight="weight", fn="",
@@ -330,7 +333,7 @@ def _lower_packed(a: ConvAttrs, ctx, x, y, kind: str):
             "direct": f"direct: out ({x[0]}, {o}, {ohw}) over {k} taps, vectorized over output pixels of a row, "
                       f"a block of channels in registers, the weight repacked at bind time"}[kind]
     return "kernels/conv2d.c.j2", dict(
-        path=kind, fn=fn, batch=x[0], groups=1, m=o, n=ohw, nb=ohw, k=k, x_img=c * prod(x[2:]), y_img=o * ohw,
+        path=kind, fn=fn, batch=x[0], groups=1, m=o, n=ohw, nb=ohw, k=k, x_img=c * prod(x[2:]), y_img=o * ohw, ldx=0,
         w_grp=o * k, b_grp=0, y_grp=0, geom=gm, o=o, weight=weight,
         epilogue=ctx.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=True, ld_residual=ohw),
         ep_per_image=False, parallel=cond_of(x[0] * ohw * k * o >= PARALLEL_MIN_MACS),
@@ -355,15 +358,28 @@ def _lower_dense(a: ConvAttrs, ctx, x):
 
 def _lower_pointwise(a: ConvAttrs, ctx, x, o: int, ohw: int):
     c = x[1]
+    ldx = ctx.plane_stride("data")   # data's planes further apart than ohw (_planes_apart), else 0
+    apart = f"; data's planes {ldx} floats apart, rows read in place on cache lines" if ldx else ""
     return "kernels/conv2d.c.j2", dict(
-        path="pointwise", fn="mxcc_conv1x1", batch=x[0], groups=1, m=o, n=ohw, nb=ohw, k=c, x_img=c * ohw,
+        path="pointwise", fn="mxcc_conv1x1", batch=x[0], groups=1, m=o, n=ohw, nb=ohw, k=c, x_img=c * (ldx or ohw),
+        ldx=ldx,
         y_img=o * ohw, w_grp=o * c, b_grp=0, y_grp=0, geom=[], o=o,
         weight=ctx.packed_input("weight", conv1x1_weight(o, c)),
         epilogue=ctx.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=True, ld_residual=ohw),
         ep_per_image=False, parallel=cond_of(x[0] * ohw * c * o >= PARALLEL_MIN_MACS),
         thread_scratch=f"mxcc_conv1x1_scratch_floats({c}, threads)",
         what=f"out[n] ({o}, {ohw}) = weight ({o}, {c}) . data[n] ({c}, {ohw}), tiles of output channels x "
-             f"pixels stored into NCHW, the weight packed at bind time")
+             f"pixels stored into NCHW, the weight packed at bind time{apart}")
+
+
+def _planes_apart(a: ConvAttrs, ins, const=frozenset()) -> tuple[str, ...]:
+    """OpDef.planes_apart: the depthwise kernels write their output planes mxcc_conv_geom.y_plane apart, the
+    pointwise kernel reads its input's planes ldx apart (mxcc_conv1x1_planes_f32); 2-D images only."""
+    x = ins[0].shape
+    if len(x) != 4:
+        return ()
+    kind = path(a, x, const)
+    return ("out",) if kind in ("depthwise", "depthwise_flat") else ("data",) if kind == "pointwise" else ()
 
 
 def _grad(a: ConvAttrs, g):
@@ -393,7 +409,7 @@ def _residual_in_place(a: ConvAttrs, ins, const=frozenset()) -> bool:
 CONVOLUTION = register(OpDef(
     name="Convolution", attrs=ConvAttrs, inputs=_inputs, infer=_infer, fusion=Fusion.ANCHOR, epilogue_axis=1,
     flops=_flops, lower=_lower, workspace=_workspace, paths=_paths, grad=_grad,
-    residual_in_place=_residual_in_place, doc=__doc__))
+    residual_in_place=_residual_in_place, planes_apart=_planes_apart, doc=__doc__))
 
 
 # -- backward: one kernel per layer computing (data_grad), weight_grad, (bias_grad) -----------------------

@@ -77,7 +77,8 @@ def run_pipeline(graph: Graph, shapes: dict, opts: CompileOptions, log=None, *, 
                 log(name, time.perf_counter() - t, len(g.nodes))
     t = time.perf_counter()
     plan = plan_memory(g, enabled=opts.plan, state_names=state_names, accumulate=accumulate,
-                       concat_in_place=not opts.train and not opts.dynamic_batch)
+                       concat_in_place=not opts.train and not opts.dynamic_batch,
+                       planes_apart=not opts.train and not opts.dynamic_batch)
     if log:
         log("plan_memory", time.perf_counter() - t, len(g.nodes))
     return plan

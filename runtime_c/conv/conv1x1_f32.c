@@ -653,9 +653,9 @@ static void panel(long C, const float *w, const float *bp, int m, int np, float 
 /* ---- driver ------------------------------------------------------------------------------------------------ */
 
 typedef struct problem {
-    long C, P;
+    long C, P, ldx;          /* ldx >= P: the distance between x's planes */
     int O, panels;           /* pixel panels per image */
-    const float *x, *wp;     /* (N, C, P); packed weight */
+    const float *x, *wp;     /* (N, C, P) planes ldx apart; packed weight */
     const mxcc_epilogue *ep; /* NULL or not a no-op */
     float *y;                /* (N, O, P) */
 } problem;
@@ -676,7 +676,7 @@ static int panel_pixels(long P, int panels, long q)
 /* Pixel panels [u0, u1) of the batch (unit u = image u / panels, panel u % panels) x weight panels [b0, b1). */
 static void run_range(const problem *pb, float *restrict bp, long u0, long u1, int b0, int b1)
 {
-    const long C = pb->C, P = pb->P;
+    const long C = pb->C, P = pb->P, ldx = pb->ldx;
     const mxcc_epilogue *ep = pb->ep;
     tile_ep e = {0};
     if (ep) {
@@ -692,11 +692,14 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
      * 512->512 over 192 of 196-float rows 637 us in place, 580 over 192-float rows), when there are
      * PW_COPY_MIN_NB of those to pay for the copy (copied / in place: 960->320@7 208 / 212 us, 960->160@7
      * 110 / 110, 576->96@14 142 / 137, SqueezeNet's 64->16@55 65 / 53). Aligned rows are read in place (an
-     * image's short last panel is copied all the same: its vectors would run past the row). */
+     * image's short last panel is copied all the same: its vectors would run past the row), among them the
+     * planes a depthwise layer wrote 16 floats apart for this kernel (mxcc_conv1x1_planes_f32), whose last panel
+     * with ride columns is read in place too. */
 #ifndef PW_COPY_MIN_NB
 #define PW_COPY_MIN_NB 12
 #endif
-    const int copy_all = (P % 16 != 0 || ((uintptr_t)pb->x & 63) != 0) && b1 - b0 >= PW_COPY_MIN_NB;
+    const int copy_all = (ldx % 16 != 0 || ((uintptr_t)pb->x & 63) != 0) && b1 - b0 >= PW_COPY_MIN_NB;
+    const int ride_in_place = ldx % 16 == 0 && ((uintptr_t)pb->x & 63) == 0;
     for (long u = u0; u < u1;) {
         /* block: panels [u, u + k) of image n; copied to bp at j * C * NR as copy_all or a short panel asks */
         const long n = u / pb->panels, q0 = u % pb->panels;
@@ -707,8 +710,9 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
             const long p0 = (q0 + j) * NR;
             const int np = panel_pixels(P, pb->panels, q0 + j);
             if (np == NR && !copy_all) continue;   /* a full panel is read in place */
+            if (np > NR && ride_in_place) continue;
             /* with ride columns (the image's last panel, also the block's last) rows of NR + 16 */
-            pack_pixels(C, P, pb->x + n * C * P, p0, np, bp + j * C * NR, np > NR ? NR + 16 : NR);
+            pack_pixels(C, ldx, pb->x + n * C * ldx, p0, np, bp + j * C * NR, np > NR ? NR + 16 : NR);
         }
         /* the next block (its first k2 panels from image n2, panel q2), fetched during the last weight panel */
         const long u2 = u + k, n2 = u2 / pb->panels, q2 = u2 % pb->panels;
@@ -731,19 +735,19 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
                     e.bias = ep->bias ? ep->bias + o0 : NULL;
                     e.res = ep->residual ? ep->residual + (n * pb->O + o0) * (long)ep->ld_residual + p0 : NULL;
                 }
-                /* a full panel in place (rows P apart), else from its copy */
-                const int copied = copy_all || np < NR;
-                const float *src = copied ? bp + j * C * NR : pb->x + n * C * P + p0;
-                e.ldb = !copied ? P : np > NR ? NR + 16 : NR;
+                /* a full panel in place (rows ldx apart), else from its copy */
+                const int copied = np > NR ? !ride_in_place : copy_all || np < NR;
+                const float *src = copied ? bp + j * C * NR : pb->x + n * C * ldx + p0;
+                e.ldb = !copied ? ldx : np > NR ? NR + 16 : NR;
                 e.pf_w = j == 0 ? w_next : w;
                 e.pf_x = src;
                 e.pf_ld = e.ldb;
                 if (b == b0 && j + 1 < k && !copy_all) {   /* first touch of the block: its next panel */
-                    e.pf_x = pb->x + n * C * P + p0 + NR;
-                    e.pf_ld = P;
+                    e.pf_x = pb->x + n * C * ldx + p0 + NR;
+                    e.pf_ld = ldx;
                 } else if (b == b1 - 1 && j < k2) {  /* the next block */
-                    e.pf_x = pb->x + n2 * C * P + (q2 + j) * NR;
-                    e.pf_ld = P;
+                    e.pf_x = pb->x + n2 * C * ldx + (q2 + j) * NR;
+                    e.pf_ld = ldx;
                 }
                 panel(C, w, src, m, np, y, P, &e);
                 if (ep && !mxcc_act_in_registers(ep->act)) {   /* sigmoid, tanh, ...: on the stored tile */
@@ -883,10 +887,16 @@ static void run_part(void *arg, long part, int worker)
 void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const float *wp, const mxcc_epilogue *ep,
                       float *y, float *scratch, int parallel)
 {
+    mxcc_conv1x1_planes_f32(batch, C, P, P, O, x, wp, ep, y, scratch, parallel);
+}
+
+void mxcc_conv1x1_planes_f32(int batch, int C, int P, long ldx, int O, const float *x, const float *wp,
+                             const mxcc_epilogue *ep, float *y, float *scratch, int parallel)
+{
     if (batch <= 0 || P <= 0 || O <= 0) return;
     const int panels = image_panels(P), nb = weight_panels(O);
     const long units = (long)batch * panels;
-    const problem pb = {C, P, O, panels, x, wp, ep && !mxcc_epilogue_is_noop(ep) ? ep : NULL, y};
+    const problem pb = {C, P, ldx > P ? ldx : P, O, panels, x, wp, ep && !mxcc_epilogue_is_noop(ep) ? ep : NULL, y};
     const long per_thread = thread_floats(C);
     /* as many threads as get MIN_FLOPS_PER_THREAD each (parallel.h) */
     const int nt = mxcc_threads_for_call(parallel, 2.0 * batch * P * (double)O * C);

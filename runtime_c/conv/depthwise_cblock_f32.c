@@ -73,6 +73,7 @@ static void dw_planes_cblock(const dw_call *a, long p0, long p1)
     const mxcc_conv_geom *g = a->g;
     const int C = g->channels, H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2], S = g->stride[1];
     const int ph = g->pad[1], pw = g->pad[2], HW = H * W, OHW = OH * OW;
+    const long ys = mxcc_conv_y_plane(g);   /* output planes apart */
     int hp, wp;
     cb_padded(g, &hp, &wp);
     const dw_plane *b = &a->base;
@@ -150,10 +151,10 @@ static void dw_planes_cblock(const dw_call *a, long p0, long p1)
             mxcc_act_n_f32((mxcc_act)b->act, b->alpha, b->lo, b->hi, r, 16);
             cb_transpose16(r);
             for (int l = 0; l < n; l++)
-                _mm512_mask_storeu_ps(a->y + (i + l) * OHW + q0, m, r[l]);
+                _mm512_mask_storeu_ps(a->y + (i + l) * ys + q0, m, r[l]);
         }
         for (int l = 0; l < n; l++)
-            dw_act_after(a, a->y + (i + l) * OHW, OHW);
+            dw_act_after(a, a->y + (i + l) * ys, OHW);
     }
 }
 

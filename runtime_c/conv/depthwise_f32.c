@@ -120,7 +120,7 @@ void mxcc_conv_depthwise_kernel_f32(const mxcc_conv_geom *g, int batch, const fl
         const int c = (int)(p % C);
         const float *xp = x + p * H * W;           /* (H, W) plane (n, c) */
         const float *wc = w + (long)c * KH * KW;   /* (KH, KW) */
-        float *yp = y + p * OH * OW;               /* (OH, OW) */
+        float *yp = y + p * mxcc_conv_y_plane(g);  /* (OH, OW) */
         depthwise_plane_c(g, xp, wc, yp);
         mxcc_conv_epilogue_f32(ep, yp, 1, (long)OH * OW, c);
     }
@@ -144,8 +144,8 @@ void mxcc_conv_depthwise_f32_ref(const mxcc_conv_geom *g, int batch, const float
                         if (ih >= 0 && ih < H && iw >= 0 && iw < W)
                             acc += w[((long)c * KH + kh) * KW + kw] * x[(p * H + ih) * W + iw];
                     }
-                y[(p * OH + oh) * OW + ow] = acc;
+                y[p * mxcc_conv_y_plane(g) + (long)oh * OW + ow] = acc;
             }
-        mxcc_conv_epilogue_f32(ep, y + p * OH * OW, 1, (long)OH * OW, c);
+        mxcc_conv_epilogue_f32(ep, y + p * mxcc_conv_y_plane(g), 1, (long)OH * OW, c);
     }
 }

@@ -89,7 +89,7 @@ DW_INLINE void dw_plane_at(dw_plane *p, const dw_call *a, long i)
     const int c = (int)(i % g->channels);
     p->x = a->x + i * g->in[1] * g->in[2];
     p->w = a->w + (long)c * g->k[1] * g->k[2];
-    p->y = a->y + i * g->out[1] * g->out[2];
+    p->y = a->y + i * mxcc_conv_y_plane(g);
     const mxcc_epilogue *ep = a->ep;
     if (ep) {
         p->mul = ep->scale ? ep->scale[c] : 1.0f;

@@ -46,7 +46,17 @@ typedef struct mxcc_conv_geom {
     int stride[3];
     int pad[3];        /* both sides */
     int dilate[3];
+    int y_plane;       /* depthwise forward only: the distance between the output's planes, >= OD*OH*OW floats
+                        * (0: OD*OH*OW, dense), for a pointwise layer that reads them aligned
+                        * (mxcc_conv1x1_planes_f32); the floats between planes are not written */
 } mxcc_conv_geom;
+
+/* The distance between the output planes of a depthwise forward (mxcc_conv_geom.y_plane) */
+static inline long mxcc_conv_y_plane(const mxcc_conv_geom *g)
+{
+    const long dense = (long)g->out[0] * g->out[1] * g->out[2];
+    return g->y_plane > dense ? g->y_plane : dense;
+}
 
 /* col (C*KD*KH*KW, OD*OH*OW) = im2col(x (C, D, H, W)). parallel: split the rows over OpenMP threads. */
 void mxcc_im2col_f32(const mxcc_conv_geom *g, const float *x, float *col, int parallel);
@@ -161,6 +171,11 @@ void mxcc_conv1x1_scale_packed_w_f32(int O, int C, float *wp, const float *scale
 long mxcc_conv1x1_scratch_floats(int C, int max_threads);
 void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const float *wp, const mxcc_epilogue *ep,
                       float *y, float *scratch, int parallel);
+/* The same over x's planes ldx >= P floats apart (x (batch, C, ldx), the first P of each plane read): planes a
+ * depthwise layer wrote at a distance of a multiple of 16 (mxcc_conv_geom.y_plane) are read in place where
+ * P floats apart would not start on cache lines (14x14, 7x7) and be copied first. */
+void mxcc_conv1x1_planes_f32(int batch, int C, int P, long ldx, int O, const float *x, const float *wp,
+                             const mxcc_epilogue *ep, float *y, float *scratch, int parallel);
 
 /* ---- direct convolution for few input channels (runtime_c/conv/conv_direct_f32.c) ------------------------
  * y (batch, O, OH, OW) = conv(x (batch, C, H, W)) for one group, 1-D or 2-D (in[0] = k[0] = 1), any kernel,

@@ -373,3 +373,62 @@ def _dense_block_reference(p, x):
     cat1 = np.concatenate([a, np.maximum(conv(a, "c1", 3), 0)], axis=1)
     cat2 = np.concatenate([cat1, np.maximum(conv(cat1, "c2"), 0)], axis=1)
     return conv(np.concatenate([cat2, conv(np.exp(a), "ce")], axis=1), "out")
+
+
+def _separable(size: int, stride: int, extra_head: bool = False):
+    """relu(pw(relu(dw(data)))): a depthwise 3x3 layer of 32 channels and the pointwise 1x1 layer after it
+    (MobileNet's block); extra_head: the depthwise layer's output is a network output too."""
+    with sym.NameManager():
+        x = sym.var("data")
+        d = sym.relu(sym.Convolution(x, kernel=(3, 3), pad=(1, 1), stride=(stride, stride), num_filter=32,
+                                     num_group=32, name="dw"), name="dw_relu")
+        y = sym.relu(sym.Convolution(d, kernel=(1, 1), num_filter=48, name="pw"), name="pw_relu")
+        return sym.Group([y, d]) if extra_head else y
+
+
+@pytest.mark.parametrize("size,stride,extra_head,apart", [(14, 1, False, 208), (28, 2, False, 208),
+                                                          (7, 1, False, 0), (16, 1, False, 0),
+                                                          (14, 1, True, 0)])
+def test_depthwise_output_planes_apart_for_the_pointwise_layer(size, stride, extra_head, apart):
+    """plan_memory._planes_apart: a depthwise layer's 14x14 output that only the pointwise layer after it reads
+    has its planes 208 floats apart (its bytes too); not at 7x7 (PLANES_APART_MIN), not where H*W is a
+    multiple of 16, not when the value is a network output; never in a training plan."""
+    net = _separable(size, stride, extra_head)
+    shapes = {"data": (2, 32, size, size)}
+    plan = run_pipeline(net.graph, shapes, CompileOptions())
+    _check_plan(plan)
+    dw_out = next(g.outputs[0] for g in plan.graph.groups if plan.graph.nodes[g.anchor].name == "dw")
+    assert plan.plane_strides.get(dw_out.key, 0) == apart
+    if apart:
+        buf = next(b for b in plan.buffers if b.name == plan.graph.output_name(dw_out))
+        assert buf.nbytes == 2 * 32 * apart * 4
+    train = run_pipeline(net.graph, shapes, CompileOptions(train=True))
+    assert not train.plane_strides
+
+
+@needs_gcc
+@pytest.mark.parametrize("batch", [1, 2])
+def test_planes_apart_compute_what_dense_planes_do(batch):
+    """The depthwise layer writing 208-float planes and the pointwise layer reading them in place (every
+    kernel's output NaN-filled before it runs), against the same layers with the depthwise output also a
+    network output (dense planes), bit for bit, and against numpy in float64."""
+    from mxcc_testing import conv_reference
+    shapes = {"data": (batch, 32, 28, 28)}
+    net, dense_net = _separable(28, 2), _separable(28, 2, extra_head=True)
+    params = _params(net, shapes)
+    x = np.random.default_rng(2).standard_normal(shapes["data"]).astype(np.float32)
+    m = mxcc.compile(net, shapes, params, poison=True)
+    source = (m.dir / f"{m.name}.c").read_text()
+    assert "mxcc_conv1x1_planes_f32(" in source and ".y_plane = 208" in source
+    got = m.forward(data=x)[0]
+    want = mxcc.compile(dense_net, shapes, params, poison=True).forward(data=x)[0]
+    np.testing.assert_array_equal(got, want)
+    xd = x.astype(np.float64)
+    w = params["dw_weight"].astype(np.float64)
+    d = np.stack([np.stack([conv_reference(xd[n, c:c + 1][None], w[c].reshape(1, -1), (3, 3), (2, 2), (1, 1),
+                                           (1, 1), (14, 14), 0.0)[0][0, 0].reshape(14, 14) for c in range(32)])
+                  for n in range(batch)])
+    d = np.maximum(d + params["dw_bias"].reshape(1, -1, 1, 1), 0)
+    y = np.einsum("oc,nchw->nohw", params["pw_weight"].reshape(48, 32).astype(np.float64), d)
+    y = np.maximum(y + params["pw_bias"].reshape(1, -1, 1, 1), 0)
+    assert rel_err(got, y) <= 1e-5

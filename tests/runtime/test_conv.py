@@ -417,6 +417,37 @@ def test_depthwise_plane_kernels_give_the_auto_choice_bits(conv_isa):
         assert np.max(np.abs(got[lib.MXCC_DW_PLANES] - want)) <= 1e-6 * np.sqrt(np.prod(geo[2])) * 4 * scale, geo
 
 
+def test_depthwise_output_planes_apart(conv_isa):
+    """mxcc_conv_geom.y_plane (the planes a pointwise layer after reads aligned): every geometry of DW_MATRIX
+    without a residual, on every ISA build, through both kernel choices and the reference twin, on 2 threads:
+    each plane the bits of the dense output, the floats between planes never written."""
+    ffi, lib = conv_isa
+    rng = np.random.default_rng(15)
+    before = lib.omp_get_max_threads()
+    lib.omp_set_num_threads(2)
+    try:
+        for i, geo in enumerate(DW_MATRIX):
+            g, out, act, parts, batch, x, w, _, _, ep, _keep = _dw_case(ffi, lib, geo, i, rng)
+            if "residual" in parts:
+                continue
+            planes, ohw = batch * geo[0], int(np.prod(out))
+            ys = -(-ohw // 16) * 16 + 16   # a gap after every plane, whatever ohw
+            runs = [lambda y: lib.mxcc_conv_depthwise_kernel_f32(g, batch, _f(ffi, x), _f(ffi, w), ep, _f(ffi, y), 1, kernel)
+                    for kernel in (lib.MXCC_DW_AUTO, lib.MXCC_DW_PLANES)]
+            runs.append(lambda y: lib.mxcc_conv_depthwise_f32_ref(g, batch, _f(ffi, x), _f(ffi, w), ep, _f(ffi, y), 0))
+            for run in runs:
+                g.y_plane = 0
+                dense = np.full(planes * ohw, np.nan, np.float32)
+                run(dense)
+                g.y_plane = ys
+                apart = np.full((planes, ys), np.nan, np.float32)
+                run(apart)
+                np.testing.assert_array_equal(apart[:, :ohw], dense.reshape(planes, ohw), err_msg=str(geo))
+                assert np.all(np.isnan(apart[:, ohw:])), geo
+    finally:
+        lib.omp_set_num_threads(before)
+
+
 def test_depthwise_bits_do_not_depend_on_threads(conv):
     """The planes split over the threads, each computed the same way: 1 and 2 threads give the same bits on
     every geometry of DW_MATRIX (its epilogues included)."""

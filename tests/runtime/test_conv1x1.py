@@ -29,7 +29,7 @@ MARCHES = ["native", "haswell", "x86-64"]
 
 
 def _cdef() -> str:
-    return conv_kernel_cdef(RUNTIME, "mxcc_conv1x1", 5, geom=False)
+    return conv_kernel_cdef(RUNTIME, "mxcc_conv1x1", 6, geom=False)
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +120,32 @@ def test_conv1x1_straight_line_epilogues(isa, ep, act):
                          ids=lambda s: "n{}c{}p{}o{}".format(*s))
 def test_conv1x1_threads_give_identical_bits(isa, shape):
     check_same_bits_on_threads(Pointwise(*isa, *shape, ep=("scale", "shift", "residual"), act="RELU", seed=2))
+
+
+@pytest.mark.parametrize("shape", [(1, 32, 196, 64, 208),   # 14x14: 5 full panels and one of 36 (ride, AVX-512)
+                                   (2, 24, 49, 40, 64),      # 7x7: a full panel and a short one of 17
+                                   (1, 16, 36, 20, 48),      # one panel with 4 ride columns
+                                   (1, 40, 196, 300, 224)],  # weight-split on 2 threads
+                         ids=lambda s: "n{}c{}p{}o{}ld{}".format(*s))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_conv1x1_planes_apart(isa, shape, threads):
+    """mxcc_conv1x1_planes_f32: x's planes ldx apart, NaN between them (never read into an output): the bits of
+    the dense call."""
+    batch, C, P, O, ldx = shape
+    prob = Pointwise(*isa, batch, C, P, O, ep=("scale", "shift", "residual"), act="RELU", seed=3)
+    ffi, lib = prob.ffi, prob.lib
+    dense = prob.run(parallel=1, threads=threads)
+    prob.check(dense)
+    raw = np.full(batch * C * ldx + 16, np.nan, np.float32)   # on a cache line, as the arena's buffers are
+    off = (-raw.ctypes.data % 64) // 4
+    xs = raw[off:off + batch * C * ldx].reshape(batch, C, ldx)
+    xs[:, :, :P] = prob.x
+    apart = run_guarded(lib, threads, lambda: lib.mxcc_conv1x1_scratch_floats(C, 0), (batch, O, P),
+                        lambda y, scratch: lib.mxcc_conv1x1_planes_f32(batch, C, P, ldx, O, _f(ffi, xs),
+                                                                       _f(ffi, prob.wp), prob.ep, _f(ffi, y),
+                                                                       _f(ffi, scratch), 1),
+                        "mxcc_conv1x1_scratch_floats")
+    np.testing.assert_array_equal(apart, dense)
 
 
 # native: the AVX-512 tile (ASan does not see inside masked stores, but sees the indexing around them);
