@@ -7,16 +7,17 @@
  * is (masked at the image's last pixels): no transposed store as in mxcc_conv_packed_f32 (pixels as rows), no
  * packing of the image per call as in the gemm path (MobileNet's 32->64@112 took 972 us there, ORT 602).
  *
- *   W  packed once at bind time by mxcc_conv1x1_pack_w_f32: ceil(O / MR) panels (C, MR) sharing the O rows
+ *   W  packed once at bind time by mxcc_conv1x1_pack_w_f32: weight_panels(O) panels (C, MR) sharing the O rows
  *      (panel_rows), rows past a panel's height zero;
  *      each k step broadcasts MR weights of one panel row.
- *   x  read in place: a full panel is NR consecutive pixels of each of the C rows (row stride P). A panel
- *      with the image's last pixels (fewer than NR) is copied into a zero-padded (C, NR) panel of the
- *      thread's scratch, as all panels once were: reading in place saves that copy, 1-4% (C driver, 1 thread,
+ *   x  read in place: a full panel is NR consecutive pixels of each of the C rows (row stride P, or the ldx
+ *      of mxcc_conv1x1_planes_f32). A panel with the image's last pixels (fewer than NR) is copied into a
+ *      zero-padded (C, NR) panel of the thread's scratch, as all panels once were: reading in place saves
+ *      that copy, 1-4% (C driver, 1 thread,
  *      AMD Zen 4, best of 15, in cache / caches flushed: 32->64@112 609/631 -> 596/627 us, 128->128@56
  *      987/1024 -> 948/963, 256->256@28 936/955 -> 925/939, 512->512@14 913/966 -> 906/966) where the rows
- *      start on cache lines; where they do not (14x14, 7x7), a block's panels are copied (run_range:
- *      PW_COPY_MIN_NB).
+ *      start on cache lines; where they do not (14x14, 7x7; a depthwise layer before writes 14x14 planes 208
+ *      floats apart instead), a block's panels are copied (run_range: PW_COPY_MIN_NB).
  *
  * Tile: AVX-512 12 channels x 32 pixels (24 zmm accumulators), AVX2+FMA 6 x 16 (12 ymm), plain C 4 x 16.
  * A panel's last pixels (fewer than NR) run as row tiles of one vector per row (AVX-512: 16 or 8 lanes) while
@@ -698,8 +699,8 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
 #ifndef PW_COPY_MIN_NB
 #define PW_COPY_MIN_NB 12
 #endif
-    const int copy_all = (ldx % 16 != 0 || ((uintptr_t)pb->x & 63) != 0) && b1 - b0 >= PW_COPY_MIN_NB;
-    const int ride_in_place = ldx % 16 == 0 && ((uintptr_t)pb->x & 63) == 0;
+    const int aligned = ldx % 16 == 0 && ((uintptr_t)pb->x & 63) == 0;   /* every row starts on a cache line */
+    const int copy_all = !aligned && b1 - b0 >= PW_COPY_MIN_NB;
     for (long u = u0; u < u1;) {
         /* block: panels [u, u + k) of image n; copied to bp at j * C * NR as copy_all or a short panel asks */
         const long n = u / pb->panels, q0 = u % pb->panels;
@@ -710,7 +711,7 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
             const long p0 = (q0 + j) * NR;
             const int np = panel_pixels(P, pb->panels, q0 + j);
             if (np == NR && !copy_all) continue;   /* a full panel is read in place */
-            if (np > NR && ride_in_place) continue;
+            if (np > NR && aligned) continue;
             /* with ride columns (the image's last panel, also the block's last) rows of NR + 16 */
             pack_pixels(C, ldx, pb->x + n * C * ldx, p0, np, bp + j * C * NR, np > NR ? NR + 16 : NR);
         }
@@ -736,7 +737,7 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
                     e.res = ep->residual ? ep->residual + (n * pb->O + o0) * (long)ep->ld_residual + p0 : NULL;
                 }
                 /* a full panel in place (rows ldx apart), else from its copy */
-                const int copied = np > NR ? !ride_in_place : copy_all || np < NR;
+                const int copied = np > NR ? !aligned : copy_all || np < NR;
                 const float *src = copied ? bp + j * C * NR : pb->x + n * C * ldx + p0;
                 e.ldb = !copied ? ldx : np > NR ? NR + 16 : NR;
                 e.pf_w = j == 0 ? w_next : w;
