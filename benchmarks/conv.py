@@ -59,7 +59,7 @@ def _build(isa: str, rev: str | None):
     types = re.findall(r"typedef (?:enum|struct) \w+ \{.*?\} \w+;", gemm, re.S)
     cdef = "\n".join(types) + """
 typedef struct mxcc_conv_geom { int channels; int in[3]; int out[3]; int k[3]; int stride[3]; int pad[3];
-                                int dilate[3]; } mxcc_conv_geom;
+                                int dilate[3]; ...; } mxcc_conv_geom;
 void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
                              const mxcc_epilogue *ep, float *y, int parallel);
 """
