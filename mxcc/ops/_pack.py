@@ -5,6 +5,8 @@ bound, and the last one too when the kernel's epilogue has an inference BatchNor
 (LowerCtx.packed_input); the kernel reads the result from ctx->derived."""
 from __future__ import annotations
 
+from mxcc.codegen.splits import ISAS, pw_weight_panels
+
 
 def gemm_pack_b(k: int, n: int, trans: bool) -> tuple[str, int, str, str]:
     """mxcc_gemm_pack_b_f32 of a (k x n) op(B) stored (n, k) if `trans`, else (k, n). The size is
@@ -26,9 +28,8 @@ def winograd_f43_weight(o: int, c: int) -> tuple[str, int, str, str]:
 def conv1x1_weight(o: int, c: int) -> tuple[str, int, str, str]:
     """mxcc_conv1x1_pack_w_f32 of a (o, c) 1x1 weight: (c, MR) panels of output channels. The size is
     MXCC_CONV1X1_PACKED_W_FLOATS_MAX (runtime_c/conv/mxcc_conv.h): enough whether the build's MR is 12, 6 or 4."""
-    panels = -(-o // 12)
-    panels += panels >= 16 and panels % 2   # 12-row panels, an even count from 16 on (conv1x1_f32.c weight_panels)
-    return (f"mxcc_conv1x1_pack_w_f32({o}, {c}, src, packed);", c * panels * 12,
+    wide = ISAS["avx512"]   # the tallest panels (MR = 12), the most floats of any build
+    return (f"mxcc_conv1x1_pack_w_f32({o}, {c}, src, packed);", c * pw_weight_panels(o, wide) * wide.pw_mr,
             "1x1 weight (O, C) as (C, MR) panels of output channels",
             f"mxcc_conv1x1_scale_packed_w_f32({o}, {c}, packed, bn_scale);")
 
