@@ -1,4 +1,5 @@
 /* Context create/free: the arena and the GEMM workspace, allocated once per context. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #ifdef _OPENMP
@@ -13,19 +14,49 @@
 
 /* The arena and the bind-time weights: from 2 MiB up on 2 MiB boundaries and advised as huge pages (Linux,
  * transparent huge pages in "madvise" mode, the common default), so a layer's weights and activations take a
- * few TLB entries instead of one per 4 KiB. Smaller buffers: 64-byte aligned. */
+ * few TLB entries instead of one per 4 KiB. Smaller buffers: 64-byte aligned.
+ * On Linux the big ones are a mapping of their own (mmap), not malloc's: once a large block is freed, glibc
+ * raises its mmap threshold (up to 32 MiB) and serves the next large blocks from heap pages already mapped
+ * 4 KiB each, where the advice changes nothing. A model created after another was freed then ran on small
+ * pages (MobileNet 1.0 after ResNet-50 in one process, 1 thread: 11.3 ms against 10.9 alone, AMD Zen 4);
+ * the fresh pages of a new mapping fault in huge. */
 #define HUGE_BYTES ((size_t)2 << 20)
+static size_t huge_round(size_t bytes) { return (bytes + HUGE_BYTES - 1) / HUGE_BYTES * HUGE_BYTES; }
+
 static void *big_alloc(size_t bytes)
 {
     if (bytes < HUGE_BYTES)
         return aligned_alloc(64, (bytes + 63) / 64 * 64);
-    const size_t n = (bytes + HUGE_BYTES - 1) / HUGE_BYTES * HUGE_BYTES;
-    void *p = aligned_alloc(HUGE_BYTES, n);
+    const size_t n = huge_round(bytes);
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (p)
-        (void)madvise(p, n, MADV_HUGEPAGE);   /* advice only: without it the pages are 4 KiB, nothing else */
-#endif
+    /* map one huge page more, then give back the ends around the 2 MiB-aligned n bytes */
+    unsigned char *m = mmap(NULL, n + HUGE_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    unsigned char *p = (unsigned char *)(((uintptr_t)m + HUGE_BYTES - 1) & ~(uintptr_t)(HUGE_BYTES - 1));
+    if (p > m)
+        munmap(m, (size_t)(p - m));
+    if (m + n + HUGE_BYTES > p + n)
+        munmap(p + n, (size_t)(m + n + HUGE_BYTES - (p + n)));
+    (void)madvise(p, n, MADV_HUGEPAGE);   /* advice only: without it the pages are 4 KiB, nothing else */
     return p;
+#else
+    return aligned_alloc(HUGE_BYTES, n);
+#endif
+}
+
+static void big_free(void *p, size_t bytes)
+{
+    if (!p)
+        return;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (bytes >= HUGE_BYTES) {
+        munmap(p, huge_round(bytes));
+        return;
+    }
+#endif
+    (void)bytes;
+    free(p);
 }
 
 int mxcc_default_threads(void)
@@ -111,9 +142,9 @@ void mxcc_ctx_free(mxcc_ctx *ctx)
     free(ctx->scratch);
     free(ctx->prof.events);
     free(ctx->slots);
-    free(ctx->arena);
+    big_free(ctx->arena, ctx->arena_bytes);
     if (!ctx->derived_shared)
-        free(ctx->derived);
+        big_free(ctx->derived, ctx->derived_bytes);
     free(ctx);
 }
 
