@@ -177,6 +177,12 @@ def _planes_apart(graph: Graph, outputs: set) -> dict:
     of one other kernel reads, once, as its input "data", taking "data" planes apart; not an output."""
     anchor_of = {g.anchor: g for g in graph.groups}
     readers = graph.consumers()
+
+    def takes(node, which: str) -> bool:   # the node's kernel takes `which` ("out" / "data") planes apart
+        hook = node.opdef.planes_apart
+        return hook is not None and which in hook(node.params, [graph.type_of(r) for r in node.inputs],
+                                                  bind_time_inputs(graph, node))
+
     strides = {}
     for g in graph.groups:
         anchor = graph.nodes[g.anchor]
@@ -190,18 +196,14 @@ def _planes_apart(graph: Graph, outputs: set) -> dict:
         members = [graph.nodes[m] for m in g.members[1:]]
         if any(m.opdef.epilogue and getattr(m.opdef.epilogue(m.params), "residual", False) for m in members):
             continue
-        if "out" not in anchor.opdef.planes_apart(anchor.params, [graph.type_of(r) for r in anchor.inputs],
-                                                   bind_time_inputs(graph, anchor)):
+        if not takes(anchor, "out"):
             continue
         users = readers.get(v.key, [])
         if len(users) != 1 or users[0] not in anchor_of:
             continue
         reader = graph.nodes[users[0]]
-        names = reader.opdef.inputs(reader.params)
-        reads = [name for name, r in zip(names, reader.inputs) if r.key == v.key]
-        if (reads != ["data"] or reader.opdef.planes_apart is None
-                or "data" not in reader.opdef.planes_apart(reader.params, [graph.type_of(r) for r in reader.inputs],
-                                                          bind_time_inputs(graph, reader))):
+        reads = [name for name, r in zip(reader.opdef.inputs(reader.params), reader.inputs) if r.key == v.key]
+        if reads != ["data"] or not takes(reader, "data"):
             continue
         strides[v.key] = -(-hw // PLANE_ALIGN) * PLANE_ALIGN
     return strides

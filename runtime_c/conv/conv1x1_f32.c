@@ -104,8 +104,7 @@
  * than MR_STEP only), so that halves and most quarters of them hold the same rows. */
 static int weight_panels(int O)
 {
-    const int n = (O + MR - 1) / MR;
-    return MR > MR_STEP && n >= 16 && n % 2 ? n + 1 : n;
+    return (int)MXCC_CONV1X1_PANELS(O, MR, MR_STEP);
 }
 
 /* The output channels of weight panel b: [*o0, *o0 + *h). The panels share the rows in steps of MR_STEP as

@@ -160,10 +160,13 @@ void mxcc_conv_packed_f32(const mxcc_conv_geom *g, int batch, int O, const float
  * with omp_get_max_threads() <= that max_threads (0 there: the value of omp_get_max_threads() at sizing time).
  * parallel: 0 = this thread only; 1 = one OpenMP parallel region. The result does not depend on the thread
  * count (bit for bit). */
-/* 12-row panels, one more where their count is odd and at least 16: the most of any build (AVX2's 6-row panels
- * round the same way and take at most twice as many, C's 4-row panels are ceil(O / 4)) */
-#define MXCC_CONV1X1_PANELS_12(O) ((((long)(O) + 11) / 12) + ((((long)(O) + 11) / 12) >= 16 && (((long)(O) + 11) / 12) % 2))
-#define MXCC_CONV1X1_PACKED_W_FLOATS_MAX(C, O) ((long)(C) * 12 * MXCC_CONV1X1_PANELS_12(O))
+/* The weight panels of MR rows (tiles compiled in heights of STEP) for O output channels: ceil(O / MR), one more
+ * where that is odd and at least 16 and MR > STEP (conv1x1_f32.c weight_panels; codegen/splits.pw_weight_panels). */
+#define MXCC_CONV1X1_PANELS(O, MR, STEP) MXCC_CONV1X1_PANELS_OF_(((long)(O) + (MR) - 1) / (MR), MR, STEP)
+#define MXCC_CONV1X1_PANELS_OF_(n, MR, STEP) ((n) + ((MR) > (STEP) && (n) >= 16 && (n) % 2))
+/* AVX-512's 12-row panels take the most floats of any build (AVX2's 6-row panels round the same way and take at
+ * most twice as many, C's 4-row panels are ceil(O / 4)) */
+#define MXCC_CONV1X1_PACKED_W_FLOATS_MAX(C, O) ((long)(C) * 12 * MXCC_CONV1X1_PANELS(O, 12, 4))
 long mxcc_conv1x1_packed_w_floats(int C, int O);
 void mxcc_conv1x1_pack_w_f32(int O, int C, const float *w, float *wp);
 /* wp's output channel o times scale[o] (O,): an inference BatchNorm's scale folded into the packed weight */
