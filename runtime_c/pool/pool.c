@@ -28,7 +28,15 @@
  * one thread fewer would not give back (a rule on the cores lost in total capped that machine, quiet, in 9
  * of 44 one-second runs), and there 30% of one thread's 1.25 ms of chunks twice in a row now and then (20 ms
  * windows whatever the thread count: 12 of 55 runs; 5 ms a thread: 0 of 20, and 2 caps in each 2-second run
- * with one busy process). So when a thread lost LOST_SHARE or more of its time in two windows in a row, the
+ * with one busy process). Sampling one job in 8 keeps the clocks cheap (a thread's CPU clock is a system call,
+ * 0.2-0.5 us) but the windows long where jobs are short: the MLP b64 on 2 threads (60 us jobs, Zen 4 VM, one
+ * core busy) filled two in 130-180 ms, and ran at 1-thread speed or worse until then. So a sampled chunk that
+ * lost LOST_SHARE of its time, and SUSPECT_NS at least (a slice, not an interrupt), has every job sampled
+ * until a window ends with no thread over (or the pool acts); and a window also lasts WINDOW_WALL_NS of the
+ * clock, so that two in a row still outlast a daemon's moment. 2-thread jobs of 50 us chunks, one spinning
+ * thread beside them: found oversubscribed after 38-45 ms against 61-121 sampling one job in 8; the MLP b64
+ * from Python, its first 0.25 s: median 105-119 us against 128, mean 116-118 against 147. No doze found on
+ * a quiet machine either way. So when a thread lost LOST_SHARE or more of its time in two windows in a row, the
  * highest-numbered thread sits out (mxcc_pool_threads: the kernels split for one thread fewer; another one
  * if two more windows lose as much) for CAP_NS, then all threads are tried again. That for jobs of
  * CAP_MIN_THREADS or more; below, all threads stay and the workers sleep as soon as a job is done instead of
@@ -78,8 +86,10 @@
 #define SPIN_NS 500000L
 /* The oversubscription test (above): every SAMPLE_EVERY-th job sampled; a window of WINDOW_NS of sampled chunk
  * time (all threads), THREAD_WINDOW_NS per thread where that is more; LOST_SHARE in percent of a thread's
- * sampled time; a cap (jobs of CAP_MIN_THREADS or more) or a doze (fewer) lasts CAP_NS. A thread's CPU clock costs 0.2 us to read (a system call), 4 reads per
- * chunk of a sampled job. */
+ * sampled time, and WINDOW_WALL_NS of the clock at least; a cap (jobs of CAP_MIN_THREADS or more) or a doze
+ * (fewer) lasts CAP_NS. A sampled chunk that lost SUSPECT_NS and LOST_SHARE has every job sampled until the
+ * window ends. A thread's CPU clock costs 0.2-0.5 us to read (a system call), 2 of the 4 reads per chunk of a
+ * sampled job. */
 #ifndef SAMPLE_EVERY
 #define SAMPLE_EVERY 8
 #endif
@@ -94,6 +104,12 @@
 #endif
 #ifndef CAP_NS
 #define CAP_NS 1000000000L
+#endif
+#ifndef WINDOW_WALL_NS
+#define WINDOW_WALL_NS 20000000L
+#endif
+#ifndef SUSPECT_NS
+#define SUSPECT_NS 20000L
 #endif
 #ifndef CAP_MIN_THREADS
 #define CAP_MIN_THREADS 4
@@ -125,6 +141,9 @@ static struct {
     _Atomic int caller_cpu;      /* while dozing: the CPU the caller posted its last job from (-1: unknown) */
     _Atomic long cap_until;      /* now_ns() when the cap or the doze is lifted */
     _Atomic long clock_ns;       /* the window's sampled chunk time, all threads */
+    _Atomic int sampled;         /* the current job's chunks are timed: written under seq, relaxed */
+    _Atomic int suspect;         /* a sampled chunk lost LOST_SHARE: every job sampled until the window ends */
+    long window_start;           /* now_ns() when the window began (the caller's, under busy) */
     int window_threads;          /* the most threads a job of the window had (the caller's, under busy) */
     unsigned char over[MAX_THREADS];   /* per thread: windows in a row it lost LOST_SHARE (the caller's) */
 } pool = {.busy = PTHREAD_MUTEX_INITIALIZER, .grow = PTHREAD_MUTEX_INITIALIZER, .caller_cpu = -1};
@@ -195,6 +214,11 @@ static inline void run_chunk(mxcc_chunk_fn fn, void *arg, long c, int worker, in
     atomic_fetch_add_explicit(&pool.clock_ns, t1 - t0, memory_order_relaxed);
     atomic_fetch_add_explicit(&by_thread[worker].clock_ns, t1 - t0, memory_order_relaxed);
     atomic_fetch_add_explicit(&by_thread[worker].cpu_ns, c1 - c0, memory_order_relaxed);
+    /* preempted in this chunk: make the window count every job from now (not once the pool already acts) */
+    const long lost = (t1 - t0) - (c1 - c0);
+    if (lost >= SUSPECT_NS && 100 * lost >= LOST_SHARE * (t1 - t0)
+        && !atomic_load_explicit(&pool.doze, memory_order_relaxed) && !atomic_load_explicit(&pool.cap, memory_order_relaxed))
+        atomic_store_explicit(&pool.suspect, 1, memory_order_relaxed);
 }
 
 static void finish(void)
@@ -212,11 +236,11 @@ static long run_job(int worker)
     const mxcc_chunk_fn fn = atomic_load_explicit(&pool.fn, memory_order_relaxed);
     void *const arg = atomic_load_explicit(&pool.arg, memory_order_relaxed);
     const int threads = atomic_load_explicit(&pool.threads, memory_order_relaxed);
+    const int sampled = atomic_load_explicit(&pool.sampled, memory_order_relaxed);
     atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(&pool.seq, memory_order_relaxed) != seq || worker >= threads)
         return 0;                      /* a newer job (its wake brings us back), or not one of its threads */
     long ran = 0;
-    const int sampled = (seq >> 1) % SAMPLE_EVERY == 0;
     /* a claim made here runs only if the job is still `seq`: then it cannot end before this chunk is done */
 #define STILL_THIS_JOB() (atomic_load_explicit(&pool.seq, memory_order_acquire) == seq)
     if (claim_own(worker, seq) && STILL_THIS_JOB()) {
@@ -232,7 +256,7 @@ static long run_job(int worker)
         /* the claimed job's fields: it cannot end before this chunk is done */
         run_chunk(atomic_load_explicit(&pool.fn, memory_order_relaxed),
                   atomic_load_explicit(&pool.arg, memory_order_relaxed), NEXT(v), worker,
-                  (v >> 56) % SAMPLE_EVERY == 0);   /* the job number's low bits (SAMPLE_EVERY divides 256) */
+                  atomic_load_explicit(&pool.sampled, memory_order_relaxed));
         ran++;
         finish();
         v = atomic_load_explicit(&pool.claim, memory_order_acquire);
@@ -311,6 +335,8 @@ static void after_fork_child(void)
     atomic_store(&pool.sleepers, 0);
     /* a window half measured by the parent's threads, or its cap, says nothing of the child's */
     atomic_store(&pool.clock_ns, 0);
+    atomic_store(&pool.suspect, 0);
+    pool.window_start = 0;
     atomic_store(&pool.cap, 0);
     atomic_store(&pool.doze, 0);
     atomic_store(&pool.caller_cpu, -1);
@@ -530,6 +556,8 @@ void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
     atomic_store_explicit(&pool.chunks, chunks, memory_order_relaxed);
     atomic_store_explicit(&pool.threads, threads, memory_order_relaxed);
     atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
+    atomic_store_explicit(&pool.sampled, (seq >> 1) % SAMPLE_EVERY == 0
+                          || atomic_load_explicit(&pool.suspect, memory_order_relaxed), memory_order_relaxed);
     atomic_store_explicit(&pool.claim, (seq >> 1 & 0xff) << 56 | (uint64_t)threads << 48 | (uint64_t)chunks << 24
                                        | (uint64_t)threads, memory_order_release);
     atomic_store_explicit(&pool.seq, seq, memory_order_release);
@@ -553,7 +581,9 @@ void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
         pool.window_threads = threads;
     const long clock_ns = atomic_load_explicit(&pool.clock_ns, memory_order_relaxed);
     const int had = pool.window_threads;
-    if (clock_ns >= WINDOW_NS && clock_ns >= THREAD_WINDOW_NS * had) {
+    const long t_end = clock_ns >= WINDOW_NS && clock_ns >= THREAD_WINDOW_NS * had ? now_ns() : 0;
+    if (t_end && t_end - pool.window_start >= WINDOW_WALL_NS) {
+        pool.window_start = t_end;
         int cap = 0;
         for (int t = 0; t < had; t++) {
             const long c = atomic_load_explicit(&by_thread[t].clock_ns, memory_order_relaxed);
@@ -577,6 +607,13 @@ void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
         }
         atomic_store_explicit(&pool.clock_ns, 0, memory_order_relaxed);
         pool.window_threads = 0;
+        /* sample every job while a thread's last window lost time and the pool has not acted on it yet */
+        int suspect = 0;
+        for (int t = 0; t < had; t++)
+            suspect |= pool.over[t] > 0;
+        atomic_store_explicit(&pool.suspect, suspect && !atomic_load_explicit(&pool.doze, memory_order_relaxed)
+                                             && !atomic_load_explicit(&pool.cap, memory_order_relaxed),
+                              memory_order_relaxed);
     }
     if (atomic_load_explicit(&pool.doze, memory_order_relaxed)
         && now_ns() >= atomic_load_explicit(&pool.cap_until, memory_order_relaxed))
