@@ -13,7 +13,9 @@ rounds' ORT/mxcc; > 1 means mxcc is faster). The summary gives per network and b
 mxcc's time, ORT/mxcc, and each engine's speed-up over its own 1-thread time. Times are medians of calls;
 `by mean` is ORT/mxcc of the best rounds' mean times (throughput): with `--busy` the calls split into those no
 preemption touched and those it did, and the median sees only the first (one core busy, 2 threads, ORT's MLP
-b256 read median 0.26 ms and mean 0.56 ms). Networks over 20 GFLOP (batch 32) take 3 calls per round.
+b256 read median 0.26 ms and mean 0.56 ms). Networks over 20 GFLOP (batch 32) take 3 calls per round. The
+output also says what share of a CPU one spinning process per CPU got just before the run (harness.cpu_shares):
+below 0.95, the host held the VM back and the multi-thread rows measure that too.
 
 On a bare many-core machine with numpy, onnx and onnxruntime but not mxcc's dependencies, carry wheels:
     pip download --no-deps --only-binary=:all: -d .whl cffi pycparser jinja2 markupsafe   (for its Python)
@@ -61,15 +63,16 @@ def main() -> None:
                     help="keep this many other processes busy (a spinning loop each) for the whole run: a machine "
                          "shared with other work, as servers are")
     args = ap.parse_args()
+    shares = harness.cpu_shares()   # before the busy processes: what the host gives this VM now
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     try:
-        run(args)
+        run(args, shares)
     finally:
         for p in busy:
             p.kill()
 
 
-def run(args) -> None:
+def run(args, shares: list[float]) -> None:
     threads = [int(t) for t in args.threads.split(",")]
     batches = QUICK if args.quick else {n: BATCHES[n] for n in args.nets.split(",")}
     if args.batches:
@@ -88,6 +91,9 @@ def run(args) -> None:
     print(f"Thread scaling, numpy in -> numpy out; ONNX Runtime {onnxruntime.__version__}; best of {rounds} "
           f"round(s); {harness.cpu_info()['model']}, {os.cpu_count()} CPUs"
           + (f"; {args.busy} other process(es) busy throughout" if args.busy else ""))
+    print(f"Host check before the run: {len(shares)} spinning processes got "
+          f"{', '.join(f'{x:.2f}' for x in shares)} of a CPU each"
+          + ("" if min(shares) >= 0.95 else " (the host held this machine back: multi-thread rows measure it too)"))
     rows = []
     for net, bs in batches.items():
         for b in bs:
@@ -109,6 +115,7 @@ def run(args) -> None:
                                (f"mxcc x vs {threads[0]} thr", "mxcc_speedup"),
                                (f"ORT x vs {threads[0]} thr", "ort_speedup")])
     harness.append_jsonl(args.json, [dict(r, bench="scaling", cpu=harness.cpu_info()["model"], busy=args.busy,
+                                          cpu_shares=shares,
                                           onnxruntime=onnxruntime.__version__) for r in rows])
 
 
