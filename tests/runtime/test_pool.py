@@ -46,13 +46,16 @@ def test_pool_splits_for_fewer_threads_while_oversubscribed(tmp_path):
     """Jobs whose worker takes 4x the caller's time (an uneven split, every core its own) keep all threads;
     with three times as many spinning threads as CPUs the pool splits for one thread fewer (mxcc_pool_threads)
     after a window of jobs, and the cap lifts after CAP_NS. (Built to cap 2-thread jobs: the default caps jobs
-    of 4 threads or more, next test.)"""
+    of 4 threads or more, next test.) Skipped where two spinning threads do not get two CPUs at the start: a
+    VM's host holding its vCPUs back makes every machine oversubscribed, and the pool rightly says so."""
     exe = tmp_path / "pool_cap"
     build = subprocess.run([CC, "-O2", "-g", "-DCAP_NS=200000000L", "-DCAP_MIN_THREADS=2", f"-I{RUNTIME}",
                             str(Path(__file__).with_name("pool_sanity.c")), str(RUNTIME / "pool" / "pool.c"),
                             "-lpthread", "-o", str(exe)], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     r = subprocess.run([str(exe), "cap"], capture_output=True, text=True, timeout=60)
+    if r.returncode == 77:   # no quiet machine to compare with (pool_sanity.c, two_cpus_free)
+        pytest.skip(r.stderr.strip())
     assert r.returncode == 0 and r.stdout.startswith("ok capped"), r.stdout + r.stderr
 
 
