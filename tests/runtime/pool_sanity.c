@@ -3,7 +3,8 @@
  * threads at once lose nothing. Built plain, with ThreadSanitizer and with AddressSanitizer by
  * tests/runtime/test_pool.py (and with OpenMP: argument "pool" runs the jobs on the pool, none as OpenMP
  * regions); prints "ok <pool jobs> <those the caller ran alone>" or exits 1. Argument "cap" (a build with a short
- * CAP_NS and CAP_MIN_THREADS 2): an uneven split alone does not make the pool split for fewer threads
+ * CAP_NS and CAP_MIN_THREADS 2; exit 77 where two spinning threads do not get two CPUs): an uneven split
+ * alone does not make the pool split for fewer threads
  * (mxcc_pool_threads); three times as many spinning threads as CPUs do, a child forked then is not capped, and
  * all threads come back once the cap's time is over. Argument "nocap" (a default build): 2-thread jobs stay on
  * 2 threads however oversubscribed the machine, and the pool finds it oversubscribed (its workers doze); while
