@@ -34,7 +34,7 @@
  * lost LOST_SHARE of its time, and SUSPECT_NS at least (a slice, not an interrupt), has every job sampled
  * until a window ends with no thread over (or the pool acts); and a window also lasts WINDOW_WALL_NS of the
  * clock, so that two in a row still outlast a daemon's moment. 2-thread jobs of 50 us chunks, one spinning
- * thread beside them: found oversubscribed after 38-45 ms against 61-121 sampling one job in 8; the MLP b64
+ * thread beside them: found oversubscribed after 34-45 ms against 54-121 sampling one job in 8; the MLP b64
  * from Python, its first 0.25 s: median 105-119 us against 128, mean 116-118 against 147. No doze found on
  * a quiet machine either way. So when a thread lost LOST_SHARE or more of its time in two windows in a row, the
  * highest-numbered thread sits out (mxcc_pool_threads: the kernels split for one thread fewer; another one
@@ -216,8 +216,8 @@ static inline void run_chunk(mxcc_chunk_fn fn, void *arg, long c, int worker, in
     atomic_fetch_add_explicit(&by_thread[worker].cpu_ns, c1 - c0, memory_order_relaxed);
     /* preempted in this chunk: make the window count every job from now (not once the pool already acts) */
     const long lost = (t1 - t0) - (c1 - c0);
-    if (lost >= SUSPECT_NS && 100 * lost >= LOST_SHARE * (t1 - t0)
-        && !atomic_load_explicit(&pool.doze, memory_order_relaxed) && !atomic_load_explicit(&pool.cap, memory_order_relaxed))
+    if (lost >= SUSPECT_NS && 100 * lost >= LOST_SHARE * (t1 - t0) && !atomic_load_explicit(&pool.doze, memory_order_relaxed)
+        && !atomic_load_explicit(&pool.cap, memory_order_relaxed))
         atomic_store_explicit(&pool.suspect, 1, memory_order_relaxed);
 }
 
