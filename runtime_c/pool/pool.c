@@ -216,8 +216,9 @@ static inline void run_chunk(mxcc_chunk_fn fn, void *arg, long c, int worker, in
     atomic_fetch_add_explicit(&by_thread[worker].cpu_ns, c1 - c0, memory_order_relaxed);
     /* preempted in this chunk: make the window count every job from now (not once the pool already acts) */
     const long lost = (t1 - t0) - (c1 - c0);
-    if (lost >= SUSPECT_NS && 100 * lost >= LOST_SHARE * (t1 - t0) && !atomic_load_explicit(&pool.doze, memory_order_relaxed)
-        && !atomic_load_explicit(&pool.cap, memory_order_relaxed))
+    const int acting = atomic_load_explicit(&pool.doze, memory_order_relaxed)
+                       || atomic_load_explicit(&pool.cap, memory_order_relaxed);
+    if (lost >= SUSPECT_NS && 100 * lost >= LOST_SHARE * (t1 - t0) && !acting)
         atomic_store_explicit(&pool.suspect, 1, memory_order_relaxed);
 }
 
