@@ -131,7 +131,9 @@ def worker(spec: dict) -> list[dict]:
                     if big:   # seconds per call: the check above was the warm-up; 3 calls per round
                         samples = [_timed(fn) for _ in range(3)]
                     else:
-                        samples = harness.time_call(fn, min_time=spec["min_time"])
+                        # min_time of calls whatever their length (harness's 2000 calls would end an MLP's 10-100
+                        # us calls after 0.02-0.25 s, before a pool has seen a busy machine, --busy)
+                        samples = harness.time_call(fn, min_time=spec["min_time"], max_repeats=1_000_000)
                     results.append({"bench": "cnn", "net": net, "engine": engine, "batch": batch, "threads": threads,
                                     "flops": flops, "rel_err": err, **harness.summarize(samples)})
                 if spec["standalone"]:
