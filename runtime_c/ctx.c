@@ -36,8 +36,7 @@ static void *big_alloc(size_t bytes)
     unsigned char *p = (unsigned char *)(((uintptr_t)m + HUGE_BYTES - 1) & ~(uintptr_t)(HUGE_BYTES - 1));
     if (p > m)
         munmap(m, (size_t)(p - m));
-    if (m + n + HUGE_BYTES > p + n)
-        munmap(p + n, (size_t)(m + n + HUGE_BYTES - (p + n)));
+    munmap(p + n, (size_t)(m + HUGE_BYTES - p));   /* p - m < HUGE_BYTES: some tail is always left */
     (void)madvise(p, n, MADV_HUGEPAGE);   /* advice only: without it the pages are 4 KiB, nothing else */
     return p;
 #else
