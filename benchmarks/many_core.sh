@@ -16,7 +16,8 @@
 #  3. the split simulator against the real thing: for ResNet-18, ResNet-50 and MobileNet 1.0 at batch 1, the
 #     compiled <net>_bench's per-kernel profile at 1 thread and at the most threads, and its simulation of the
 #     most threads from chunks run one at a time (--simulate-threads): traces.tgz;
-#  4. per layer against ORT at the most threads (benchmarks/cnn.py --layers) for ResNet-18 and ResNet-50;
+#  4. per layer against ORT at the most threads (benchmarks/cnn.py --layers) for ResNet-18, ResNet-50 and
+#     MobileNet 1.0;
 #  5. with BASE: the five CNNs at batch 1 built by BASE and by this checkout, each from its own directory
 #     (`python3 -m mxcc` imports the package of the working directory before any on PYTHONPATH: a build run
 #     from here with PYTHONPATH=BASE is this checkout's), `<net>_bench --threads <most> --seconds 1 --pool`
@@ -68,7 +69,7 @@ done
 tar czf "$out/traces.tgz" -C "$work" $(cd "$work" && ls *.json)
 
 echo "== per layer vs ORT at $most threads ($SECONDS s)"
-for net in resnet18_v1 resnet50_v1; do
+for net in resnet18_v1 resnet50_v1 mobilenet1.0; do
     python3 benchmarks/cnn.py --nets "$net" --batch 1 --layers 100 --threads "$most"
 done
 if [ -n "$base" ]; then
