@@ -18,7 +18,8 @@ An ANCHOR: the GEMM epilogue adds the bias per output channel (a row of the GEMM
              once by <net>_prepare; 4x fewer multiplies, float32 error ~1e-6..3e-6 of sum |w||x| (10x direct's)
   pointwise  1x1, stride 1, pad 0, one group, a weight fixed at bind time and POINTWISE_MIN_PIXELS (7x7) pixels
              per image: tiles of output channels x pixels written straight into NCHW (runtime_c/conv/conv1x1_f32.c),
-             the weight packed once by <net>_prepare
+             the weight packed once by <net>_prepare; 2-D 1x1 layers with a stride and no pad too, from
+             STRIDED_POINTWISE_MIN_PIXELS output pixels (mxcc_conv1x1_strided_f32 gathers the strided pixels)
   packed     one group and a weight fixed at bind time (inference): the weight is packed once by <net>_prepare
              and the whole batch is one GEMM with output pixels as rows, gathered straight into the GEMM's
              packed panels (runtime_c/conv/conv_packed_f32.c); its scratch is per thread, in the context
@@ -83,6 +84,12 @@ WINOGRAD_MIN_BATCH = 16
 # vs 1.00, 512->512@14 1.07 vs 1.01, 512->1024@7 0.97 vs 0.89, 1024->1024@7 0.99 vs 0.89. Smaller images
 # were not measured: they stay on the packed path (or gemm).
 POINTWISE_MIN_PIXELS = 7 * 7
+# 1x1 layers with a stride (ResNet's downsampling), the pointwise kernel on gathered pixels against the packed
+# path's own gather (a C driver, 1 thread, AMD Zen 4, us, 2026-11-28): 256->512 56x56 s2 2007 vs 2221-2495,
+# 256->128 56x56 s2 549-596 vs 598-638, 64->128 56x56 s2 146-151 vs 176-184; at 14x14 and 7x7 outputs the two
+# tie (512->1024 28x28 s2 1924-2037 vs 1940-2048, 512->256 509-517 vs 509-515, 1024->2048 14x14 s2 1921-2077
+# vs 1895-2043). Same bits either way.
+STRIDED_POINTWISE_MIN_PIXELS = 28 * 28
 # Layers with few input channels go to the direct kernel: the packed path gathers K = C*KH*KW taps per pixel
 # into panels and stores its tile transposed, too much work per multiply-add when K is small. Packed time /
 # direct time (1 thread; `benchmarks/conv_direct.py --threads 1` for the first layers, a C driver for the
@@ -193,6 +200,11 @@ def _plain_1x1(k, s, p) -> bool:
     return all(v == 1 for v in k) and all(v == 1 for v in s) and not any(p)
 
 
+def _strided_1x1(k, s, p) -> bool:
+    """A 2-D 1x1 layer with a stride and no pad: the pointwise kernel on gathered pixels (mxcc_conv1x1_strided_f32)."""
+    return len(k) == 2 and all(v == 1 for v in k) and any(v > 1 for v in s) and not any(p)
+
+
 def _dw_channel_blocks(a: ConvAttrs, x: tuple) -> bool:
     """Whether an AVX-512 build computes this depthwise layer 16 channels at a time (depthwise_f32.c: where the
     flat kernel fits, mxcc_depthwise_flat_fits with 16 lanes, and mxcc_depthwise_cblock_kernel takes the
@@ -220,6 +232,7 @@ def candidates(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> t
       depthwise (groups == C_in == C_out, 1-D/2-D)         depthwise, depthwise_flat (_dw_channel_blocks)
       one group, constant weight, 3x3 stride 1 dilation 1  winograd, packed, direct (C_in <= DIRECT_MAX_C)
       one group, constant weight, 1x1 stride 1 pad 0       dense (1-pixel images), pointwise, packed, gemm
+      one group, constant weight, 2-D 1x1 strided pad 0    pointwise, packed, direct (C_in <= DIRECT_MAX_C)
       one group, constant weight, otherwise                packed, direct (1-D/2-D, C_in <= DIRECT_MAX_C)
       anything else (groups, a weight the forward computes) gemm (1x1 stride 1 pad 0) or im2col
 
@@ -236,6 +249,8 @@ def candidates(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> t
     direct = ("direct",) if a.nsp <= 2 and x[1] <= DIRECT_MAX_C else ()
     if tuple(k) == (3, 3) and tuple(s) == (1, 1) and tuple(d) == (1, 1):
         return ("winograd", "packed") + direct
+    if _strided_1x1(k, s, p):
+        return ("pointwise", "packed") + direct
     return ("packed",) + direct
 
 
@@ -260,7 +275,8 @@ def heuristic(a: ConvAttrs, x: tuple, const: frozenset[str] = frozenset()) -> st
         return "direct"
     if "winograd" in c and (prod(_out_spatial(a, x)) >= WINOGRAD_MIN_PIXELS or at_max(x[0]) >= WINOGRAD_MIN_BATCH):
         return "winograd"
-    if "pointwise" in c and prod(x[2:]) >= POINTWISE_MIN_PIXELS:
+    if "pointwise" in c and (prod(x[2:]) >= POINTWISE_MIN_PIXELS if plain
+                             else prod(_out_spatial(a, x)) >= STRIDED_POINTWISE_MIN_PIXELS):
         return "pointwise"
     if "direct" in c:
         return "direct"
@@ -304,7 +320,7 @@ def _lower(a: ConvAttrs, ctx):
         desc += f"; out's planes {ys} floats apart (rows on cache lines for the pointwise layer after)"
     return "kernels/conv2d.c.j2", dict(
         path=kind, batch=x[0], groups=g, m=og, n=ohw, nb=nb, k=cg * (k if kind == "im2col" else 1),
-        x_img=c * hw, y_img=o * (ys or ohw), w_grp=og * cg * k, ldx=0,
+        x_img=c * hw, y_img=o * (ys or ohw), w_grp=og * cg * k, ldx=0, strided=None,
         b_grp=cg * hw, y_grp=og * ohw,
         geom=geom(c, x[2:], y[2:], kern, st, p, d) + ([("y_plane", str(ys))] if ys else []) if kind != "gemm" else [],
         **per_image_epilogue(ctx, None if a.no_bias else "bias", o * ohw, ohw),
@@ -334,6 +350,7 @@ def _lower_packed(a: ConvAttrs, ctx, x, y, kind: str):
                       f"a block of channels in registers, the weight repacked at bind time"}[kind]
     return "kernels/conv2d.c.j2", dict(
         path=kind, fn=fn, batch=x[0], groups=1, m=o, n=ohw, nb=ohw, k=k, x_img=c * prod(x[2:]), y_img=o * ohw, ldx=0,
+        strided=None,
         w_grp=o * k, b_grp=0, y_grp=0, geom=gm, o=o, weight=weight,
         epilogue=ctx.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=True, ld_residual=ohw),
         ep_per_image=False, parallel=cond_of(x[0] * ohw * k * o >= PARALLEL_MIN_MACS),
@@ -358,11 +375,15 @@ def _lower_dense(a: ConvAttrs, ctx, x):
 
 def _lower_pointwise(a: ConvAttrs, ctx, x, o: int, ohw: int):
     c = x[1]
-    ldx = ctx.plane_stride("data")   # data's planes further apart than ohw (_planes_apart), else 0
+    _, st, _, _ = a.geometry()
+    strided = tuple(x[2:]) + tuple(st) if any(v > 1 for v in st) else None   # (H, W, sh, sw)
+    ldx = 0 if strided else ctx.plane_stride("data")   # data's planes further apart than ohw (_planes_apart), else 0
     apart = f"; data's planes {ldx} floats apart, rows read in place on cache lines" if ldx else ""
+    if strided:
+        apart = f"; stride {tuple(st)}: the pixels of {x[2]}x{x[3]} gathered per block of pixel panels"
     return "kernels/conv2d.c.j2", dict(
-        path="pointwise", fn="mxcc_conv1x1", batch=x[0], groups=1, m=o, n=ohw, nb=ohw, k=c, x_img=c * (ldx or ohw),
-        ldx=ldx,
+        path="pointwise", fn="mxcc_conv1x1", batch=x[0], groups=1, m=o, n=ohw, nb=ohw, k=c,
+        x_img=c * (ldx or prod(x[2:])), ldx=ldx, strided=strided,
         y_img=o * ohw, w_grp=o * c, b_grp=0, y_grp=0, geom=[], o=o,
         weight=ctx.packed_input("weight", conv1x1_weight(o, c)),
         epilogue=ctx.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=True, ld_residual=ohw),
@@ -379,7 +400,9 @@ def _planes_apart(a: ConvAttrs, ins, const=frozenset()) -> tuple[str, ...]:
     if len(x) != 4:
         return ()
     kind = path(a, x, const)
-    return ("out",) if kind in ("depthwise", "depthwise_flat") else ("data",) if kind == "pointwise" else ()
+    strided = any(v > 1 for v in a.geometry()[1])
+    return ("out",) if kind in ("depthwise", "depthwise_flat") else ("data",) if kind == "pointwise" and not strided \
+        else ()
 
 
 def _grad(a: ConvAttrs, g):

@@ -144,7 +144,7 @@ long mxcc_conv_packed_scratch_floats(const mxcc_conv_geom *g, int batch, int O, 
 void mxcc_conv_packed_f32(const mxcc_conv_geom *g, int batch, int O, const float *x, const float *wp,
                           const mxcc_epilogue *ep, float *y, float *scratch, int parallel);
 
-/* ---- pointwise convolution: 1x1, stride 1, pad 0, one group (runtime_c/conv/conv1x1_f32.c) ----------------
+/* ---- pointwise convolution: 1x1, pad 0, one group, stride 1 (or strided below) (runtime_c/conv/conv1x1_f32.c) -
  *   y[n] (O, P) = W (O, C) . x[n] (C, P) for n < batch, P = pixels per image, then the epilogue; y (batch, O, P)
  *   is written directly (NCHW), every element exactly once.
  * wp: W (O, C) packed once by mxcc_conv1x1_pack_w_f32 into mxcc_conv1x1_packed_w_floats(C, O) floats (the
@@ -179,6 +179,12 @@ void mxcc_conv1x1_f32(int batch, int C, int P, int O, const float *x, const floa
  * P floats apart would not start on cache lines (14x14, 7x7) and be copied first. */
 void mxcc_conv1x1_planes_f32(int batch, int C, int P, long ldx, int O, const float *x, const float *wp,
                              const mxcc_epilogue *ep, float *y, float *scratch, int parallel);
+/* A 1x1 layer with stride (sh, sw) and no padding: y[n] (O, OH * OW) = W . x[n] at pixels (oh * sh, ow * sw) of
+ * x (batch, C, H, W), OH = (H - 1) / sh + 1, OW = (W - 1) / sw + 1 (ResNet's downsampling 1x1 layers). Each block
+ * of pixel panels is gathered once for all weight panels; then the same tiles, the same bits as
+ * mxcc_conv1x1_f32 on the subsampled image. wp, ep (laid out like y), scratch, parallel: as mxcc_conv1x1_f32. */
+void mxcc_conv1x1_strided_f32(int batch, int C, int H, int W, int sh, int sw, int O, const float *x, const float *wp,
+                              const mxcc_epilogue *ep, float *y, float *scratch, int parallel);
 
 /* ---- direct convolution for few input channels (runtime_c/conv/conv_direct_f32.c) ------------------------
  * y (batch, O, OH, OW) = conv(x (batch, C, H, W)) for one group, 1-D or 2-D (in[0] = k[0] = 1), any kernel,

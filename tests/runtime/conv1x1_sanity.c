@@ -1,4 +1,5 @@
-/* conv1x1_sanity: random pointwise problems through mxcc_conv1x1_f32 against a naive float64 triple loop with
+/* conv1x1_sanity: random pointwise problems through mxcc_conv1x1_f32 (every third one strided, through
+ * mxcc_conv1x1_strided_f32: its gather reads an exact-size image) against a naive float64 triple loop with
  * the same epilogue, for sanitizer builds.
  *
  * tests/runtime/test_conv1x1.py compiles this with conv1x1_f32.c and runtime_c/gemm/epilogue_f32.c under
@@ -43,8 +44,16 @@ int main(int argc, char **argv)
         const int big = t % 5 == 1;
         const int batch = rand_int(s, 1, 3), C = big ? rand_int(s, 30, 300) : rand_int(s, 1, 40);
         const int O = big ? rand_int(s, 50, 200) : rand_int(s, 1, 40);   /* >= 144: rows copied (PW_COPY_MIN_NB) */
-        const long P = t % 4 == 0 ? rand_int(s, 1, 3) : big ? rand_int(s, 20, 400) : rand_int(s, 1, 150);
-        float *x = rand_buf(s, batch * C * P), *w = rand_buf(s, (long)O * C);
+        long P = t % 4 == 0 ? rand_int(s, 1, 3) : big ? rand_int(s, 20, 400) : rand_int(s, 1, 150);
+        /* strided: an H x W image, strides 1..3 (not both 1), output pixel (oh, ow) at (oh * sh, ow * sw) */
+        const int strided = t % 3 == 2;
+        const int H = strided ? rand_int(s, 1, big ? 40 : 20) : 1, W = strided ? rand_int(s, 1, big ? 60 : 40) : 1;
+        int sh = strided ? rand_int(s, 1, 3) : 1, sw = strided ? rand_int(s, 1, 3) : 1;
+        if (strided && sh == 1 && sw == 1) sw = 2;
+        const int OW = strided ? (W - 1) / sw + 1 : (int)P;
+        if (strided) P = (long)((H - 1) / sh + 1) * OW;
+        const long X = strided ? (long)H * W : P;   /* floats per input plane */
+        float *x = rand_buf(s, batch * C * X), *w = rand_buf(s, (long)O * C);
         float *scale = rand_buf(s, O), *shift = rand_buf(s, O), *bias = rand_buf(s, O);
         float *res = rand_buf(s, batch * O * P);
         float *wp = malloc((size_t)mxcc_conv1x1_packed_w_floats(C, O) * sizeof(float));
@@ -60,8 +69,13 @@ int main(int argc, char **argv)
         const long ns = mxcc_conv1x1_scratch_floats(C, 0);
         float *scratch = malloc((size_t)ns * sizeof(float));
         float *y = malloc((size_t)(batch * O * P) * sizeof(float)), *y1 = malloc((size_t)(batch * O * P) * sizeof(float));
-        mxcc_conv1x1_f32(batch, C, (int)P, O, x, wp, &ep, y, scratch, 1);
-        mxcc_conv1x1_f32(batch, C, (int)P, O, x, wp, &ep, y1, scratch, 0);
+        if (strided) {
+            mxcc_conv1x1_strided_f32(batch, C, H, W, sh, sw, O, x, wp, &ep, y, scratch, 1);
+            mxcc_conv1x1_strided_f32(batch, C, H, W, sh, sw, O, x, wp, &ep, y1, scratch, 0);
+        } else {
+            mxcc_conv1x1_f32(batch, C, (int)P, O, x, wp, &ep, y, scratch, 1);
+            mxcc_conv1x1_f32(batch, C, (int)P, O, x, wp, &ep, y1, scratch, 0);
+        }
         if (memcmp(y, y1, (size_t)(batch * O * P) * sizeof(float)) != 0) {
             fprintf(stderr, "problem %d: parallel and serial results differ\n", t);
             return 1;
@@ -69,10 +83,11 @@ int main(int argc, char **argv)
         for (int n = 0; n < batch; n++)
             for (int o = 0; o < O; o++)
                 for (long p = 0; p < P; p++) {
+                    const long q = strided ? p / OW * sh * W + p % OW * sw : p;   /* the input pixel */
                     double v = 0, mag = 0;
                     for (int c = 0; c < C; c++) {
-                        v += (double)w[o * C + c] * x[(n * C + c) * P + p];
-                        mag += fabs((double)w[o * C + c] * x[(n * C + c) * P + p]);
+                        v += (double)w[o * C + c] * x[(n * C + c) * X + q];
+                        mag += fabs((double)w[o * C + c] * x[(n * C + c) * X + q]);
                     }
                     if (ep.scale) { v *= scale[o]; mag *= fabs(scale[o]); }
                     if (ep.shift) v += shift[o];

@@ -1,5 +1,6 @@
 """runtime_c/conv/conv1x1_f32.c: the pointwise convolution y[n] (O, P) = W (O, C) . x[n] (C, P) + epilogue,
-written straight into NCHW, against a float64 numpy product: pixel counts, channel counts and output
+written straight into NCHW (and its strided form, mxcc_conv1x1_strided_f32: the bits of the dense call on the
+subsampled image), against a float64 numpy product: pixel counts, channel counts and output
 channels that do not fill the register tile (AVX-512 12 x 32, AVX2 6 x 16, plain C 4 x 16), 1-pixel images,
 batch 1 and 3, every epilogue part incl. a residual, 1 vs 2 threads (identical bits, both thread splits),
 the native / haswell / x86-64 builds, the scratch and packed-weight sizes (NaN guards after them must
@@ -29,7 +30,7 @@ MARCHES = ["native", "haswell", "x86-64"]
 
 
 def _cdef() -> str:
-    return conv_kernel_cdef(RUNTIME, "mxcc_conv1x1", 6, geom=False)
+    return conv_kernel_cdef(RUNTIME, "mxcc_conv1x1", 7, geom=False)
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +147,34 @@ def test_conv1x1_planes_apart(isa, shape, threads):
                                                                        _f(ffi, scratch), 1),
                         "mxcc_conv1x1_scratch_floats")
     np.testing.assert_array_equal(apart, dense)
+
+
+@pytest.mark.parametrize("shape", [(1, 16, 56, 56, 2, 2, 40),   # ResNet's downsampling: 28x28 outputs, 25 panels
+                                   (2, 9, 13, 27, 2, 2, 14),    # odd sizes: runs of 14 within the panels
+                                   (1, 40, 14, 14, 2, 2, 300),  # 7x7 outputs: one panel of 32 + 17, weight split
+                                   (1, 5, 23, 27, 3, 4, 13),    # strides 3 and 4 (the scalar gather)
+                                   (3, 7, 9, 40, 1, 2, 20),     # a column stride only: runs of 20
+                                   (1, 300, 30, 30, 2, 2, 20),  # several blocks of panels per image
+                                   (1, 3, 2, 1, 2, 2, 5)],      # one pixel
+                         ids=lambda s: "n{}c{}h{}w{}s{}x{}o{}".format(*s))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_conv1x1_strided_is_the_subsampled_image(isa, shape, threads):
+    """mxcc_conv1x1_strided_f32: output pixel (oh, ow) from input (oh * sh, ow * sw), the bits of the dense call on
+    the subsampled image. The pixels the stride skips are NaN: none may reach an output."""
+    batch, C, H, W, sh, sw, O = shape
+    OH, OW = (H - 1) // sh + 1, (W - 1) // sw + 1
+    prob = Pointwise(*isa, batch, C, OH * OW, O, ep=("scale", "shift", "residual"), act="RELU", seed=4)
+    ffi, lib = prob.ffi, prob.lib
+    dense = prob.run(parallel=1, threads=threads)
+    prob.check(dense)
+    x = np.full((batch, C, H, W), np.nan, np.float32)
+    x[:, :, ::sh, ::sw] = prob.x.reshape(batch, C, OH, OW)
+    strided = run_guarded(lib, threads, lambda: lib.mxcc_conv1x1_scratch_floats(C, 0), (batch, O, OH * OW),
+                          lambda y, scratch: lib.mxcc_conv1x1_strided_f32(batch, C, H, W, sh, sw, O, _f(ffi, x),
+                                                                          _f(ffi, prob.wp), prob.ep, _f(ffi, y),
+                                                                          _f(ffi, scratch), 1),
+                          "mxcc_conv1x1_scratch_floats")
+    np.testing.assert_array_equal(strided, dense)
 
 
 # native: the AVX-512 tile (ASan does not see inside masked stores, but sees the indexing around them);

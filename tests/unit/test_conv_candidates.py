@@ -24,8 +24,10 @@ WB = frozenset({"weight", "bias"})
     (dict(kernel=(3, 3), num_filter=8, pad=(1, 1)), (4, 512, 3, 3), W, ("winograd", "packed")),  # small: still legal
     (dict(kernel=(1, 1), num_filter=64), (1, 32, 112, 112), W, ("pointwise", "packed", "gemm")),
     (dict(kernel=(1, 1), num_filter=64), (1, 512, 2, 2), W, ("pointwise", "packed", "gemm")),
-    (dict(kernel=(1, 1), num_filter=64, stride=(2, 2)), (1, 8, 56, 56), W, ("packed", "direct")),  # not plain
-    (dict(kernel=(1, 1), num_filter=64, stride=(2, 2)), (1, 64, 56, 56), W, ("packed",)),
+    # strided 1x1 (2-D, no pad): the pointwise kernel on gathered pixels, or packed
+    (dict(kernel=(1, 1), num_filter=64, stride=(2, 2)), (1, 8, 56, 56), W, ("pointwise", "packed", "direct")),
+    (dict(kernel=(1, 1), num_filter=64, stride=(2, 2)), (1, 64, 56, 56), W, ("pointwise", "packed")),
+    (dict(kernel=(1,), num_filter=64, stride=(2,)), (1, 8, 56), W, ("packed", "direct")),    # 1-D: not pointwise
     (dict(kernel=(1, 1), num_filter=64, pad=(1, 1)), (1, 8, 56, 56), W, ("packed", "direct")),
     (dict(kernel=(7, 7), num_filter=64, stride=(2, 2), pad=(3, 3)), (1, 3, 224, 224), W, ("packed", "direct")),
     (dict(kernel=(3, 3), num_filter=64, stride=(2, 2)), (1, 32, 56, 56), W, ("packed",)),
