@@ -29,9 +29,15 @@ OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 def time_call(fn, *, min_time: float = 0.25, min_repeats: int = 10, max_repeats: int = 2000,
-              warmup_time: float = 0.05) -> list[float]:
+              warmup_time: float = 0.05, settle: float = 0.1) -> list[float]:
     """Seconds per call of fn(), one sample per call, after a warm-up (caches, thread pools, page faults).
-    Calls until both min_time seconds and min_repeats calls are reached (or max_repeats)."""
+    Calls until both min_time seconds and min_repeats calls are reached (or max_repeats).
+
+    First a pause of `settle` seconds, for the threads of whatever ran before in this process to stop: ONNX
+    Runtime's workers spin for a while after a run, and mxcc's pool, timed while they did, found the machine
+    oversubscribed and dozed for its 1 s (the MLP b64 on 2 threads right after ORT's check run, AMD Zen 4:
+    93 us a call, 69 after the pause; docs/performance.md)."""
+    time.sleep(settle)
     start = time.perf_counter()
     fn()
     while time.perf_counter() - start < warmup_time:

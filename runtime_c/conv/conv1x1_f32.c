@@ -812,7 +812,8 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
                     e.pf_ld = ldx;
                 } else if (b == b1 - 1 && j < k2) {  /* the next block (strided: its panel's first input pixel) */
                     const long p2 = (q2 + j) * NR;
-                    e.pf_x = pb->x + n2 * C * ldx + (strided ? p2 / pb->OW * pb->sh * pb->W + p2 % pb->OW * pb->sw : p2);
+                    e.pf_x = pb->x + n2 * C * ldx
+                             + (strided ? p2 / pb->OW * pb->sh * pb->W + p2 % pb->OW * pb->sw : p2);
                     e.pf_ld = ldx;
                 }
                 panel(C, w, src, m, np, y, P, &e);
