@@ -375,12 +375,11 @@ def _lower_dense(a: ConvAttrs, ctx, x):
 
 def _lower_pointwise(a: ConvAttrs, ctx, x, o: int, ohw: int):
     c = x[1]
-    _, st, _, _ = a.geometry()
-    strided = tuple(x[2:]) + tuple(st) if any(v > 1 for v in st) else None   # (H, W, sh, sw)
+    kern, st, p, _ = a.geometry()
+    strided = tuple(x[2:]) + tuple(st) if _strided_1x1(kern, st, p) else None   # (H, W, sh, sw)
     ldx = 0 if strided else ctx.plane_stride("data")   # data's planes further apart than ohw (_planes_apart), else 0
-    apart = f"; data's planes {ldx} floats apart, rows read in place on cache lines" if ldx else ""
-    if strided:
-        apart = f"; stride {tuple(st)}: the pixels of {x[2]}x{x[3]} gathered per block of pixel panels"
+    apart = (f"; stride {tuple(st)}: the pixels of {x[2]}x{x[3]} gathered per block of pixel panels" if strided
+             else f"; data's planes {ldx} floats apart, rows read in place on cache lines" if ldx else "")
     return "kernels/conv2d.c.j2", dict(
         path="pointwise", fn="mxcc_conv1x1", batch=x[0], groups=1, m=o, n=ohw, nb=ohw, k=c,
         x_img=c * (ldx or prod(x[2:])), ldx=ldx, strided=strided,
@@ -400,9 +399,8 @@ def _planes_apart(a: ConvAttrs, ins, const=frozenset()) -> tuple[str, ...]:
     if len(x) != 4:
         return ()
     kind = path(a, x, const)
-    strided = any(v > 1 for v in a.geometry()[1])
-    return ("out",) if kind in ("depthwise", "depthwise_flat") else ("data",) if kind == "pointwise" and not strided \
-        else ()
+    plain = _plain_1x1(*a.geometry()[:3])   # a strided pointwise layer gathers its pixels
+    return ("out",) if kind in ("depthwise", "depthwise_flat") else ("data",) if kind == "pointwise" and plain else ()
 
 
 def _grad(a: ConvAttrs, g):

@@ -687,21 +687,18 @@ static inline void gather_run(const float *restrict s, int sw, int n, float *res
     int i = 0;
 #if defined(__AVX512F__)
     if (sw == 2) {
-        const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
         for (; i < n; i += 16) {
             const int m = n - i < 16 ? n - i : 16, f = 2 * m - 1;   /* outputs; floats read */
             const __m512 lo = _mm512_maskz_loadu_ps(mxcc_tail_f32x16(f), s + 2 * i);
             const __m512 hi = _mm512_maskz_loadu_ps(mxcc_tail_f32x16(f - 16), s + 2 * i + 16);
-            _mm512_mask_storeu_ps(d + i, mxcc_tail_f32x16(m), _mm512_permutex2var_ps(lo, even, hi));
+            _mm512_mask_storeu_ps(d + i, mxcc_tail_f32x16(m), mxcc_even_f32(lo, hi));
         }
         return;
     }
 #elif defined(__AVX2__)
     if (sw == 2) {
-        for (; i + 8 < n; i += 8) {   /* 16 floats read for 15 needed: only where the 16th is the run's too */
-            const __m256 q = _mm256_shuffle_ps(_mm256_loadu_ps(s + 2 * i), _mm256_loadu_ps(s + 2 * i + 8), 0x88);
-            _mm256_storeu_ps(d + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(q), 0xD8)));
-        }
+        for (; i + 8 < n; i += 8)   /* 16 floats read for 15 needed: only where the 16th is the run's too */
+            _mm256_storeu_ps(d + i, mxcc_even_f32(_mm256_loadu_ps(s + 2 * i), _mm256_loadu_ps(s + 2 * i + 8)));
     }
 #endif
     for (; i < n; i++) d[i] = s[(long)i * sw];
@@ -771,7 +768,7 @@ static void run_range(const problem *pb, float *restrict bp, long u0, long u1, i
         if (k > u1 - u) k = u1 - u;
         if (strided)
             gather_block(pb, pb->x + n * C * ldx, q0, k, bp);
-        for (long j = 0; j < k && !strided; j++) {
+        else for (long j = 0; j < k; j++) {
             const long p0 = (q0 + j) * NR;
             const int np = panel_pixels(P, pb->panels, q0 + j);
             if (np == NR && !copy_all) continue;   /* a full panel is read in place */
