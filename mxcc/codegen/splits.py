@@ -261,8 +261,11 @@ def pw_weight_panels(O: int, isa: Isa) -> int:
     return n + 1 if isa.pw_mr > isa.pw_step and n >= 16 and n % 2 else n
 
 
-def conv1x1_split(batch: int, C: int, P: int, O: int, T: int, isa: Isa, parallel: bool = True) -> Split:
-    """mxcc_conv1x1_f32: pixel panels (NR pixels of one image) x weight panels (MR channels)."""
+def conv1x1_split(batch: int, C: int, P: int, O: int, T: int, isa: Isa, parallel: bool = True,
+                  strided: bool = False) -> Split:
+    """mxcc_conv1x1_f32: pixel panels (NR pixels of one image) x weight panels (MR channels); strided
+    (mxcc_conv1x1_strided_f32): each part gathers its pixel units (_READ_GATHER a unit)."""
+    read_unit = _READ_GATHER if strided else _READ_UNIT
     nr = 2 * isa.lanes
     ride = 4 if isa.name == "avx512" else 0   # RIDE_MAX: an image's last few pixels ride along the panel before
     panels = P // nr if P > nr and 0 < P % nr <= ride else _cdiv(P, nr)
@@ -276,7 +279,7 @@ def conv1x1_split(batch: int, C: int, P: int, O: int, T: int, isa: Isa, parallel
     total = _pw_units_cost(0, units, panels, tail)
 
     def block_loads(pu: int, pw: int) -> list[int]:
-        return [_pw_units_cost(b, e, panels, tail) * (c1 - c0) + (e - b) * _READ_UNIT + (c1 - c0) * _READ_PANEL
+        return [_pw_units_cost(b, e, panels, tail) * (c1 - c0) + (e - b) * read_unit + (c1 - c0) * _READ_PANEL
                 if e > b and c1 > c0 else 0 for b, e in _ranges(units, pu) for c0, c1 in _ranges(nb, pw)]
 
     # the blocks: pu pixel groups x nt // pu weight groups (no more of either than items), the busiest cheapest
@@ -286,15 +289,15 @@ def conv1x1_split(batch: int, C: int, P: int, O: int, T: int, isa: Isa, parallel
         pw = min(nt // pu, nb)
         busiest = max(_pw_units_cost(b, e, panels, tail) for b, e in _ranges(units, pu))
         share = _cdiv(nb, pw)
-        cost = busiest * share + _cdiv(units, pu) * _READ_UNIT + share * _READ_PANEL
+        cost = busiest * share + _cdiv(units, pu) * read_unit + share * _READ_PANEL
         if plain is None or cost < plain:
             plain, blocks = cost, (pu, pw)
-    cap, grid_at = _pw_grid_split(units, nb, panels, tail, nt)
+    cap, grid_at = _pw_grid_split(units, nb, panels, tail, nt, read_unit)
     grid_loads = [sum(tail if a // nb % panels == panels - 1 else 24 for a in range(grid_at[p], grid_at[p + 1]))
-                  + len({a // nb for a in range(grid_at[p], grid_at[p + 1])}) * _READ_UNIT
+                  + len({a // nb for a in range(grid_at[p], grid_at[p + 1])}) * read_unit
                   + len({a % nb for a in range(grid_at[p], grid_at[p + 1])}) * _READ_PANEL for p in range(nt)]
     grid = (cap + min(_cdiv(units * nb, nt), nb) * _READ_PANEL
-            if 100 * (total * nb + units * _READ_UNIT) < 97 * plain * nt else plain)
+            if 100 * (total * nb + units * read_unit) < 97 * plain * nt else plain)
     pu, pw = blocks
     if 100 * grid < 97 * plain:   # the grid only when 3% better: it streams every weight panel through each part
         parts, loads, how = nt, grid_loads, f"{units} pixel x {nb} weight panels in {nt} parts"
@@ -305,7 +308,7 @@ def conv1x1_split(batch: int, C: int, P: int, O: int, T: int, isa: Isa, parallel
     # efficiency: one thread's time (tiles and one read of everything) over T, against the busiest thread's (a
     # split that balances the tiles may have threads read the same panels, which is what the C weighs too); the
     # ideal: the best of the kernel's splits so weighed
-    work = float(total * nb + units * _READ_UNIT + nb * _READ_PANEL)
+    work = float(total * nb + units * read_unit + nb * _READ_PANEL)
     candidates = [grid_loads] + [block_loads(q, min(nt // q, nb)) for q in range(1, min(nt, units) + 1)]
     best = work / nt / min(max(x) for x in candidates)
     return Split("conv1x1", nt, parts, atoms, tuple(float(x) for x in _padded(loads, nt)), how,
@@ -313,14 +316,16 @@ def conv1x1_split(batch: int, C: int, P: int, O: int, T: int, isa: Isa, parallel
 
 
 _READ_UNIT, _READ_PANEL = 8, 24   # conv1x1_f32.c READ_UNIT, READ_PANEL: a part's reads of a pixel unit, a weight panel
+_READ_GATHER = 64                 # conv1x1_f32.c READ_GATHER: a strided layer's gather of a pixel unit
 
 
-def _pw_grid_fill(units: int, nb: int, panels: int, tail: int, cap: int, parts: int) -> list | None:
+def _pw_grid_fill(units: int, nb: int, panels: int, tail: int, cap: int, parts: int,
+                  read_unit: int = _READ_UNIT) -> list | None:
     """conv1x1_f32.c grid_fill: the first tiles of the parts (parts + 1 entries), or None when cap needs more."""
     at, p, load, a = [0] * (parts + 1), 0, 0, 0
     for u in range(units):
         c = tail if u % panels == panels - 1 else 24
-        load += _READ_UNIT
+        load += read_unit
         left = nb
         while left > 0:
             fit = (cap - load) // c
@@ -328,7 +333,7 @@ def _pw_grid_fill(units: int, nb: int, panels: int, tail: int, cap: int, parts: 
                 p += 1
                 if p >= parts:
                     return None
-                at[p], load = a, _READ_UNIT
+                at[p], load = a, read_unit
                 fit = (cap - load) // c
             take = min(fit, left)
             load, left, a = load + take * c, left - take, a + take
@@ -337,18 +342,19 @@ def _pw_grid_fill(units: int, nb: int, panels: int, tail: int, cap: int, parts: 
     return at
 
 
-def _pw_grid_split(units: int, nb: int, panels: int, tail: int, parts: int) -> tuple[int, list]:
+def _pw_grid_split(units: int, nb: int, panels: int, tail: int, parts: int,
+                   read_unit: int = _READ_UNIT) -> tuple[int, list]:
     """conv1x1_f32.c grid_split: the least capacity that fits in `parts` parts, and their first tiles."""
-    total = _pw_units_cost(0, units, panels, tail) * nb + units * _READ_UNIT
-    lo = max(_cdiv(total, parts), 24 + _READ_UNIT)
-    hi = max(total + parts * _READ_UNIT, lo)
+    total = _pw_units_cost(0, units, panels, tail) * nb + units * read_unit
+    lo = max(_cdiv(total, parts), 24 + read_unit)
+    hi = max(total + parts * read_unit, lo)
     while lo < hi:
         mid = lo + (hi - lo) // 2
-        if _pw_grid_fill(units, nb, panels, tail, mid, parts) is not None:
+        if _pw_grid_fill(units, nb, panels, tail, mid, parts, read_unit) is not None:
             hi = mid
         else:
             lo = mid + 1
-    return lo, _pw_grid_fill(units, nb, panels, tail, lo, parts)
+    return lo, _pw_grid_fill(units, nb, panels, tail, lo, parts, read_unit)
 
 
 def conv_packed_split(batch: int, P: int, O: int, K: int, T: int, isa: Isa, parallel: bool = True,
@@ -661,7 +667,8 @@ def call_split(call, T: int, isa: Isa | str) -> Split:
         path, par = v["path"], _flag(v["parallel"])
         batch = _int(v["batch"])
         if path == "pointwise":
-            return conv1x1_split(batch, _int(v["k"]), _int(v["n"]), _int(v["o"]), T, isa, par)
+            return conv1x1_split(batch, _int(v["k"]), _int(v["n"]), _int(v["o"]), T, isa, par,
+                                 bool(v.get("strided")))
         if path in ("packed", "winograd", "direct"):
             g = _geom(v)
             C, (_, OH, OW), (_, KH, KW) = g["channels"], g["out"], g["k"]

@@ -858,6 +858,14 @@ static long units_cost(long u0, long u1, long panels, long tail)
  * slower by pixels). */
 #define READ_UNIT 8
 #define READ_PANEL 24
+/* A strided layer's pixel unit is gathered (gather_block), not read: 8 times READ_UNIT by the gather's time on
+ * one thread (AMD Zen 4, C driver: 256->128@56 stride 2 557 us against 451 on the subsampled image, 25 units of
+ * 11 tiles: 64 a gathered unit; 64->128@56 49, 512->256@28 78). Counted so, the split stops having several
+ * threads gather the same pixels: ResNet-50's 256->128@56 on 16 threads was 4 pixel groups x 4 weight groups,
+ * each thread gathering a quarter of the 3.2 MB input that all cores wrote, and is now the grid, 2-3 units a
+ * part (16-core Xeon model 207, per layer over 100 forwards, two runs: 158 / 162 -> 140 / 128 us; ResNet-18's
+ * 64->128@56 52 / 49 -> 43 / 41). On 2 threads the split is the pixel split either way. */
+#define READ_GATHER 64
 
 /* The grid of pixel units x weight panels (unit-major) split into parts of contiguous tiles with the least
  * busiest part: grid_fill packs tiles greedily into parts of capacity cap (each part takes tiles while they
@@ -865,12 +873,12 @@ static long units_cost(long u0, long u1, long panels, long tail)
  * `parts`; grid_split bisects on cap (whole cost units) for the least that fits, up to `most`. Each unit's
  * tiles cost the same (24, or the short last panel's `tail`), so a part takes whole full units at once:
  * O(parts + images) a try. */
-static int grid_fill(long units, int nb, long panels, long tail, long cap, int parts, long *at)
+static int grid_fill(long units, int nb, long panels, long tail, long read_unit, long cap, int parts, long *at)
 {
     int p = 0;
     long load = 0, a = 0;
     at[0] = 0;
-    const long whole = READ_UNIT + 24L * nb;   /* a full unit that a part takes whole */
+    const long whole = read_unit + 24L * nb;   /* a full unit that a part takes whole */
     for (long u = 0; u < units; u++) {
         const long c = u % panels == panels - 1 ? tail : 24;
         if (u % panels != panels - 1 && load + whole <= cap) {
@@ -884,13 +892,13 @@ static int grid_fill(long units, int nb, long panels, long tail, long cap, int p
             u += k - 1;
             continue;
         }
-        load += READ_UNIT;   /* this part starts on the unit */
+        load += read_unit;   /* this part starts on the unit */
         for (long left = nb; left > 0;) {
             long fit = (cap - load) / c;
             if (fit <= 0) {
                 if (++p >= parts) return parts + 1;
                 at[p] = a;
-                load = READ_UNIT;
+                load = read_unit;
                 fit = (cap - load) / c;
             }
             const long take = fit < left ? fit : left;
@@ -903,20 +911,20 @@ static int grid_fill(long units, int nb, long panels, long tail, long cap, int p
     return p + 1;
 }
 
-static long grid_split(long units, int nb, long panels, long tail, int parts, long most, long *at)
+static long grid_split(long units, int nb, long panels, long tail, long read_unit, int parts, long most, long *at)
 {
-    const long total = units_cost(0, units, panels, tail) * nb + units * READ_UNIT;
-    long lo = (total + parts - 1) / parts, hi = total + (long)parts * READ_UNIT;
-    if (lo < 24 + READ_UNIT) lo = 24 + READ_UNIT;   /* a part holds at least one tile */
+    const long total = units_cost(0, units, panels, tail) * nb + units * read_unit;
+    long lo = (total + parts - 1) / parts, hi = total + (long)parts * read_unit;
+    if (lo < 24 + read_unit) lo = 24 + read_unit;   /* a part holds at least one tile */
     if (hi > most) hi = most;   /* a larger cap would not be taken: fewer tries */
-    if (hi < lo || grid_fill(units, nb, panels, tail, hi, parts, at) > parts)
+    if (hi < lo || grid_fill(units, nb, panels, tail, read_unit, hi, parts, at) > parts)
         return most + 1;
     while (lo < hi) {
         const long mid = lo + (hi - lo) / 2;
-        if (grid_fill(units, nb, panels, tail, mid, parts, at) <= parts) hi = mid;
+        if (grid_fill(units, nb, panels, tail, read_unit, mid, parts, at) <= parts) hi = mid;
         else lo = mid + 1;
     }
-    grid_fill(units, nb, panels, tail, lo, parts, at);
+    grid_fill(units, nb, panels, tail, read_unit, lo, parts, at);
     return lo;
 }
 
@@ -1004,6 +1012,7 @@ static void conv1x1_run(int batch, const problem pb, float *scratch, int paralle
      * this choice. */
     const long tail = panel_cost(panel_pixels(P, panels, panels - 1));
     const long total = units_cost(0, units, panels, tail);
+    const long read_unit = pb.sh > 1 || pb.sw > 1 ? READ_GATHER : READ_UNIT;
     /* pu pixel groups x pw = nt / pu weight groups; no more groups than items (a larger count leaves groups
      * empty, and fewer pixel groups let more weight groups in) */
     long plain = -1;
@@ -1016,7 +1025,7 @@ static void conv1x1_run(int batch, const problem pb, float *scratch, int paralle
             if (c > busiest) busiest = c;
         }
         const long share = (nb + pw - 1) / pw;
-        const long cost = busiest * share + (units + pu - 1) / pu * READ_UNIT + share * READ_PANEL;
+        const long cost = busiest * share + (units + pu - 1) / pu * read_unit + share * READ_PANEL;
         if (plain < 0 || cost < plain) {
             plain = cost;
             best_pw = pw;
@@ -1030,8 +1039,8 @@ static void conv1x1_run(int batch, const problem pb, float *scratch, int paralle
     const long tiles_per_part = (units * nb + nt - 1) / nt, grid_panels = tiles_per_part < nb ? tiles_per_part : nb;
     /* the largest cap of the grid's parts that would be taken: the search stops there (most + 1: none below) */
     const long most = (97 * plain + 99) / 100 - grid_panels * READ_PANEL - 1;
-    const long grid = 100 * (total * nb + units * READ_UNIT) < 97 * plain * nt
-                    ? grid_split(units, nb, panels, tail, nt, most, at) + grid_panels * READ_PANEL : plain;
+    const long grid = 100 * (total * nb + units * read_unit) < 97 * plain * nt
+                    ? grid_split(units, nb, panels, tail, read_unit, nt, most, at) + grid_panels * READ_PANEL : plain;
     const int how = 100 * grid < 97 * plain ? BY_GRID : BY_BLOCKS;
     const int parts = how == BY_GRID ? nt : best_parts;
     split_job job = {&pb, scratch, per_thread, units, at, nb, best_pw, how, parts};

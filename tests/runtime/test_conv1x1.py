@@ -219,13 +219,14 @@ def test_grid_split_matches_the_model(tmp_path):
     for _ in range(1500):
         panels, images = rng.randint(1, 120), rng.randint(1, 3)
         units, nb, tail, parts = panels * images, rng.randint(1, 90), rng.randint(1, 30), rng.randint(2, 64)
-        lo, at = splits._pw_grid_split(units, nb, panels, tail, parts)
+        read_unit = rng.choice([splits._READ_UNIT, splits._READ_GATHER])   # a strided layer gathers its units
+        lo, at = splits._pw_grid_split(units, nb, panels, tail, parts, read_unit)
         most = rng.choice([1 << 40, lo, lo - 1, lo + rng.randint(0, 50), max(1, lo - rng.randint(1, 50))])
-        cases.append((units, nb, panels, tail, parts, most, lo, at))
-    text = "".join(f"{u} {nb} {p} {t} {parts} {most}\n" for u, nb, p, t, parts, most, _, _ in cases)
+        cases.append((units, nb, panels, tail, read_unit, parts, most, lo, at))
+    text = "".join(f"{u} {nb} {p} {t} {r} {parts} {most}\n" for u, nb, p, t, r, parts, most, _, _ in cases)
     out = subprocess.run([str(exe)], input=text, capture_output=True, text=True, check=True).stdout.splitlines()
     assert len(out) == len(cases)
-    for line, (units, nb, panels, tail, parts, most, lo, at) in zip(out, cases):
+    for line, (units, nb, panels, tail, read_unit, parts, most, lo, at) in zip(out, cases):
         got = list(map(int, line.split()))
         want = [lo, *at] if lo <= most else [most + 1]
-        assert got == want, (units, nb, panels, tail, parts, most)
+        assert got == want, (units, nb, panels, tail, read_unit, parts, most)
