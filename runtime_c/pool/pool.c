@@ -37,25 +37,27 @@
  * thread beside them: found oversubscribed after 34-45 ms against 54-121 sampling one job in 8; the MLP b64
  * from Python, its first 0.25 s: median 105-119 us against 128, mean 116-118 against 147. No doze found on
  * a quiet machine either way. So when a thread lost LOST_SHARE or more of its time in two windows in a row, the
- * highest-numbered thread sits out (mxcc_pool_threads: the kernels split for one thread fewer; another one
- * if two more windows lose as much) for CAP_NS, then all threads are tried again. That for jobs of
- * CAP_MIN_THREADS or more; below, all threads stay and the workers sleep as soon as a job is done instead of
- * polling for the next (`doze`, for CAP_NS too). A worker polling while the machine is oversubscribed takes
- * time the scheduler then charges to it; one that slept is back at once when woken. Intel Xeon 2-vCPU VM, one
- * core busy, `<net>_bench --threads 2 --seconds 2`, mean per forward, three alternations: the cap to 1 thread /
- * 2 threads polling / 2 threads dozing: MLP b256 362-369 / 501-527 / 319-340 us, MobileNet 1.0 8.9-9.1 /
- * 11.5-12.7 / 8.6-8.8 ms, ResNet-18 24.0-24.8 / 29.6-30.9 / 23.0-24.7 ms; dozing workers that first polled
- * 20 us were slower than either, MLP b256 398-421 us. A dozing worker also keeps off the CPU the caller
- * posted the job from (keep_off: its own affinity less that CPU, its own again when the doze ends): woken by
- * the caller, the scheduler may place it on the caller's CPU, where it runs only while the caller does not,
- * and there it stayed (Linux 6.18, AMD Zen 4 2-vCPU VM, one core busy, MLP b256 on 2 threads: runs of 150-270
- * calls at 1-thread speed, 60% of the calls). Kept off, the worker shares the busy process's core or has
- * one alone: `<net>_bench --threads 2 --seconds 2`, 3 alternations, mean per forward, ResNet-18 21.7-22.2 ->
- * 20.8-21.4 ms, MobileNet 1.0 10.6-10.9 -> 9.9-10.2 ms, MLP b64 unchanged (134-139 us); MLP b256 per call
- * from Python, median 504-507 -> 283-284 us, mean 442-456 -> 374-382. (The time the caller waits
- * is no measure: an uneven split makes it wait on a quiet machine, 5% of a network's job time on 2 threads,
- * 35-46% on 16 by the split simulator.) The kernels split whole units of work (parallel.h), so no result
- * changes.
+ * highest-numbered thread sits out (mxcc_pool_threads: the kernels split for one thread fewer; another one if two
+ * more windows lose as much) for a while, then all threads are tried again. That for jobs of CAP_MIN_THREADS or
+ * more; below, all threads stay and the workers sleep as soon as a job is done instead of polling for the next
+ * (`doze`). Either lasts ACT_MIN_NS the first time and twice as long as the last when found again within CAP_NS, up
+ * to CAP_NS (act_length): a doze of CAP_NS whatever set it cost a passing load dearly (another pool's threads
+ * spinning for ~50 ms after its run, ONNX Runtime's in benchmarks/scaling.py: the MLP b64 on 2 threads 93-96 us a
+ * call for the whole second against 69, AMD Zen 4 VM). A worker polling while the machine is oversubscribed takes
+ * time the scheduler then charges to it; one that slept is back at once when woken. Intel Xeon 2-vCPU VM, one core
+ * busy, `<net>_bench --threads 2 --seconds 2`, mean per forward, three alternations: the cap to 1 thread / 2
+ * threads polling / 2 threads dozing: MLP b256 362-369 / 501-527 / 319-340 us, MobileNet 1.0 8.9-9.1 / 11.5-12.7 /
+ * 8.6-8.8 ms, ResNet-18 24.0-24.8 / 29.6-30.9 / 23.0-24.7 ms; dozing workers that first polled 20 us were slower
+ * than either, MLP b256 398-421 us. A dozing worker also keeps off the CPU the caller posted the job from
+ * (keep_off: its own affinity less that CPU, its own again when the doze ends): woken by the caller, the scheduler
+ * may place it on the caller's CPU, where it runs only while the caller does not, and there it stayed (Linux 6.18,
+ * AMD Zen 4 2-vCPU VM, one core busy, MLP b256 on 2 threads: runs of 150-270 calls at 1-thread speed, 60% of the
+ * calls). Kept off, the worker shares the busy process's core or has one alone: `<net>_bench --threads 2 --seconds
+ * 2`, 3 alternations, mean per forward, ResNet-18 21.7-22.2 -> 20.8-21.4 ms, MobileNet 1.0 10.6-10.9 -> 9.9-10.2
+ * ms, MLP b64 unchanged (134-139 us); MLP b256 per call from Python, median 504-507 -> 283-284 us, mean 442-456 ->
+ * 374-382. (The time the caller waits is no measure: an uneven split makes it wait on a quiet machine, 5% of a
+ * network's job time on 2 threads, 35-46% on 16 by the split simulator.) The kernels split whole units of work
+ * (parallel.h), so no result changes.
  *
  * Simulation (mxcc_pool_simulate) bypasses all of this: the caller runs and times every chunk (simulate) and
  * places it on a thread as the claims above would on a quiet machine (sim_assign). The normal path pays one
@@ -87,9 +89,9 @@
 /* The oversubscription test (above): every SAMPLE_EVERY-th job sampled; a window of WINDOW_NS of sampled chunk
  * time (all threads), THREAD_WINDOW_NS per thread where that is more; LOST_SHARE in percent of a thread's
  * sampled time, and WINDOW_WALL_NS of the clock at least; a cap (jobs of CAP_MIN_THREADS or more) or a doze
- * (fewer) lasts CAP_NS. A sampled chunk that lost SUSPECT_NS and LOST_SHARE has every job sampled until the
- * window ends. A thread's CPU clock costs 0.2-0.5 us to read (a system call), 2 of the 4 reads per chunk of a
- * sampled job. */
+ * (fewer) lasts ACT_MIN_NS to CAP_NS. A sampled chunk that lost SUSPECT_NS and LOST_SHARE has every job
+ * sampled until the window ends. A thread's CPU clock costs 0.2-0.5 us to read (a system call), 2 of the 4
+ * reads per chunk of a sampled job. */
 #ifndef SAMPLE_EVERY
 #define SAMPLE_EVERY 8
 #endif
@@ -104,6 +106,20 @@
 #endif
 #ifndef CAP_NS
 #define CAP_NS 1000000000L
+#endif
+/* The first cap or doze lasts ACT_MIN_NS; found oversubscribed again before CAP_NS has passed since the last one
+ * ended (or while it lasts), twice as long as the last, CAP_NS at most (act_length). While it lasts, a window in
+ * which a thread lost RENEW_SHARE percent of its time renews it for its length: a dozing worker beside a busy
+ * process lost 24-51% a window (AMD Zen 4 2-vCPU VM, MLP b64), over LOST_SHARE in only 1-5 of 6-7 windows; quiet
+ * after ONNX Runtime's run 7-9%; every thread of a quiet 16-vCPU VM ~5%. Where the doze gives the worker its
+ * core back (MLP b256 beside a busy process: 3-4% lost while dozing, and one window in 125 ms at most) it lapses
+ * and is found again two windows later, for twice as long: 4 finds in the first 2 s against 2 for a CAP_NS doze,
+ * one a second after that as before. */
+#ifndef ACT_MIN_NS
+#define ACT_MIN_NS (CAP_NS / 8)
+#endif
+#ifndef RENEW_SHARE
+#define RENEW_SHARE 15
 #endif
 #ifndef WINDOW_WALL_NS
 #define WINDOW_WALL_NS 20000000L
@@ -140,6 +156,7 @@ static struct {
     _Atomic int doze;            /* workers sleep as soon as a job is done, no polling (oversubscribed) */
     _Atomic int caller_cpu;      /* while dozing: the CPU the caller posted its last job from (-1: unknown) */
     _Atomic long cap_until;      /* now_ns() when the cap or the doze is lifted */
+    long act_ns;                 /* how long the last cap or doze was set for (the caller's, under busy) */
     _Atomic long clock_ns;       /* the window's sampled chunk time, all threads */
     _Atomic int sampled;         /* the current job's chunks are timed: written under seq, relaxed */
     _Atomic int suspect;         /* a sampled chunk lost LOST_SHARE: every job sampled until the window ends */
@@ -323,6 +340,17 @@ static void *worker_main(void *p)
     return NULL;
 }
 
+/* How long to cap or doze when found oversubscribed at `now`, the last cap or doze having been set for last_ns
+ * (0: never) to end at last_until: ACT_MIN_NS, or twice last_ns (CAP_NS at most) when `now` is before
+ * last_until + CAP_NS. A passing load (another pool's threads spinning out after its run, ~50 ms) costs an eighth
+ * of what a CAP_NS doze did; a lasting one is found again within a few windows and soon has the full CAP_NS. */
+static long act_length(long now, long last_until, long last_ns)
+{
+    if (last_ns <= 0 || now >= last_until + CAP_NS)
+        return ACT_MIN_NS;
+    return 2 * last_ns < CAP_NS ? 2 * last_ns : CAP_NS;
+}
+
 /* A forked child has none of the parent's threads: it starts a pool of its own. */
 static void after_fork_child(void)
 {
@@ -340,6 +368,8 @@ static void after_fork_child(void)
     pool.window_start = 0;
     atomic_store(&pool.cap, 0);
     atomic_store(&pool.doze, 0);
+    atomic_store(&pool.cap_until, 0);
+    pool.act_ns = 0;
     atomic_store(&pool.caller_cpu, -1);
     pool.window_threads = 0;
     for (int t = 0; t < MAX_THREADS; t++) {
@@ -585,19 +615,25 @@ void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
     const long t_end = clock_ns >= WINDOW_NS && clock_ns >= THREAD_WINDOW_NS * had ? now_ns() : 0;
     if (t_end && t_end - pool.window_start >= WINDOW_WALL_NS) {
         pool.window_start = t_end;
-        int cap = 0;
+        int cap = 0, renew = 0;
+        const int acting = atomic_load_explicit(&pool.doze, memory_order_relaxed)
+                           || atomic_load_explicit(&pool.cap, memory_order_relaxed);
         for (int t = 0; t < had; t++) {
             const long c = atomic_load_explicit(&by_thread[t].clock_ns, memory_order_relaxed);
             const long lost = c - atomic_load_explicit(&by_thread[t].cpu_ns, memory_order_relaxed);
             /* a thread with little time in the window (a few small chunks) says nothing either way */
-            if (c >= clock_ns / 8 / had)
+            if (c >= clock_ns / 8 / had) {
                 pool.over[t] = 100 * lost >= LOST_SHARE * c ? pool.over[t] + 1 : 0;
+                renew |= acting && 100 * lost >= RENEW_SHARE * c;
+            }
             cap |= pool.over[t] >= 2;   /* two windows in a row: one is a daemon's moment */
             atomic_store_explicit(&by_thread[t].clock_ns, 0, memory_order_relaxed);
             atomic_store_explicit(&by_thread[t].cpu_ns, 0, memory_order_relaxed);
         }
         if (cap) {
-            atomic_store_explicit(&pool.cap_until, now_ns() + CAP_NS, memory_order_relaxed);
+            const long t = now_ns();
+            pool.act_ns = act_length(t, atomic_load_explicit(&pool.cap_until, memory_order_relaxed), pool.act_ns);
+            atomic_store_explicit(&pool.cap_until, t + pool.act_ns, memory_order_relaxed);
             /* counted once per cap or doze: a doze that goes on is only extended */
             if (had >= CAP_MIN_THREADS)
                 atomic_store_explicit(&pool.cap, had - 1, memory_order_relaxed);
@@ -605,6 +641,11 @@ void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
                 atomic_fetch_add_explicit(&pool.caps, 1, memory_order_relaxed);
             for (int t = 0; t < had; t++)
                 pool.over[t] = 0;
+        } else if (renew) {
+            /* still losing time while the pool acts: it goes on for the length it was set to (act_length) */
+            const long until = now_ns() + pool.act_ns;
+            if (until > atomic_load_explicit(&pool.cap_until, memory_order_relaxed))
+                atomic_store_explicit(&pool.cap_until, until, memory_order_relaxed);
         }
         atomic_store_explicit(&pool.clock_ns, 0, memory_order_relaxed);
         pool.window_threads = 0;

@@ -8,7 +8,10 @@
  * (mxcc_pool_threads); three times as many spinning threads as CPUs do, a child forked then is not capped, and
  * all threads come back once the cap's time is over. Argument "nocap" (a default build): 2-thread jobs stay on
  * 2 threads however oversubscribed the machine, and the pool finds it oversubscribed (its workers doze); while
- * it dozes the worker keeps off one CPU (the caller's), and it may run anywhere again once the doze is over. */
+ * it dozes the worker keeps off one CPU (the caller's), and it may run anywhere again once the doze is over.
+ * Argument "transient" (a default build): spinning threads only until the pool first finds the machine
+ * oversubscribed; its doze is then the short first one (pool.c ACT_MIN_NS, an eighth of CAP_NS), over well
+ * before CAP_NS. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <pthread.h>
@@ -119,16 +122,29 @@ static int capped_within(long ns)
     return 0;
 }
 
+/* 2-thread jobs for up to `ns`, or (until_found) until the pool first finds the machine oversubscribed: whether
+ * it did */
+static int found_within(long ns)
+{
+    const long start = now_ns();
+    while (now_ns() - start < ns) {
+        mxcc_parallel_chunks(2, 2, uneven_chunk, NULL);
+        if (mxcc_pool_caps() > 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* 2-thread jobs for up to `ns` with three times as many spinning threads as CPUs (the pool's threads get
  * about a third of a core each): whether the pool capped them */
-static int capped_while_oversubscribed(long ns)
+static int capped_while_oversubscribed(long ns, int until_found)
 {
     const long cpus = sysconf(_SC_NPROCESSORS_ONLN), nhogs = 3 * (cpus > 0 ? cpus : 1);
     pthread_t *hogs = malloc(sizeof *hogs * (size_t)nhogs);
     atomic_store(&hogging, 1);
     for (long i = 0; i < nhogs; i++)
         pthread_create(&hogs[i], NULL, hog, NULL);
-    const int capped = capped_within(ns);
+    const int capped = until_found ? found_within(ns) : capped_within(ns);
     atomic_store(&hogging, 0);
     for (long i = 0; i < nhogs; i++)
         pthread_join(hogs[i], NULL);
@@ -205,7 +221,7 @@ static int cap_test(void)
         return 1;
     }
     const long cpus = sysconf(_SC_NPROCESSORS_ONLN), nhogs = 3 * (cpus > 0 ? cpus : 1);
-    if (!capped_while_oversubscribed(5000000000L)) {
+    if (!capped_while_oversubscribed(5000000000L, 0)) {
         fprintf(stderr, "5 s of jobs on an oversubscribed machine (%ld spinning threads, %ld CPUs), still 2 threads\n",
                 nhogs, cpus);
         return 1;
@@ -245,7 +261,7 @@ int main(int argc, char **argv)
     if (argc > 1 && argv[1][0] == 'c')
         return cap_test();
     if (argc > 1 && argv[1][0] == 'n') {   /* "nocap": 2-thread jobs are below CAP_MIN_THREADS: they doze */
-        if (capped_while_oversubscribed(2000000000L)) {
+        if (capped_while_oversubscribed(2000000000L, 0)) {
             fprintf(stderr, "2-thread jobs capped (CAP_MIN_THREADS is 4 unless the build sets it)\n");
             return 1;
         }
@@ -267,6 +283,25 @@ int main(int argc, char **argv)
             return 1;
         }
         printf("ok not capped, found oversubscribed %ld times\n", mxcc_pool_caps());
+        return 0;
+    }
+    if (argc > 1 && argv[1][0] == 't') {   /* "transient": a passing load gets the short first doze */
+        cpu_set_t all;
+        const int cpus = sched_getaffinity(0, sizeof all, &all) == 0 ? CPU_COUNT(&all) : 0;
+        if (!capped_while_oversubscribed(5000000000L, 1)) {
+            fprintf(stderr, "5 s of 2-thread jobs on an oversubscribed machine: never found oversubscribed\n");
+            return 1;
+        }
+        const long t = now_ns();
+        /* the doze began when the pool found the load (the worker keeps off the caller's CPU) and ends an
+         * eighth of CAP_NS later: within half of CAP_NS allows for a window or two of the load's tail */
+        if (cpus > 1 && !narrowed_within(0, CAP_NS / 2)) {
+            fprintf(stderr, "a worker still kept off a CPU %.0f ms after a passing load (CAP_NS %.0f ms)\n",
+                    (now_ns() - t) / 1e6, CAP_NS / 1e6);
+            return 1;
+        }
+        printf("ok transient, found oversubscribed %ld times, doze over after %.0f ms\n", mxcc_pool_caps(),
+               (now_ns() - t) / 1e6);
         return 0;
     }
     if (argc > 1 && argv[1][0] == 'p')   /* "pool": jobs on the pool (an OpenMP build runs OpenMP regions otherwise) */

@@ -45,11 +45,14 @@ def test_pool_runs_every_chunk_once(sanitize, tmp_path):
 def test_pool_splits_for_fewer_threads_while_oversubscribed(tmp_path):
     """Jobs whose worker takes 4x the caller's time (an uneven split, every core its own) keep all threads;
     with three times as many spinning threads as CPUs the pool splits for one thread fewer (mxcc_pool_threads)
-    after a window of jobs, and the cap lifts after CAP_NS. (Built to cap 2-thread jobs: the default caps jobs
+    after a window of jobs, and the cap lifts after CAP_NS (the first cap's length here: ACT_MIN_NS = CAP_NS, so
+    that joining the spinning threads cannot outlast it; act_length's steps are the next tests'). (Built to cap
+    2-thread jobs: the default caps jobs
     of 4 threads or more, next test.) Skipped where two spinning threads do not get two CPUs at the start: a
     VM's host holding its vCPUs back makes every machine oversubscribed, and the pool rightly says so."""
     exe = tmp_path / "pool_cap"
-    build = subprocess.run([CC, "-O2", "-g", "-DCAP_NS=200000000L", "-DCAP_MIN_THREADS=2", f"-I{RUNTIME}",
+    build = subprocess.run([CC, "-O2", "-g", "-DCAP_NS=200000000L", "-DACT_MIN_NS=CAP_NS", "-DCAP_MIN_THREADS=2",
+                            f"-I{RUNTIME}",
                             str(Path(__file__).with_name("pool_sanity.c")), str(RUNTIME / "pool" / "pool.c"),
                             "-lpthread", "-o", str(exe)], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
@@ -71,3 +74,27 @@ def test_pool_keeps_two_threads_while_oversubscribed(tmp_path):
     assert build.returncode == 0, build.stderr
     r = subprocess.run([str(exe), "nocap"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.startswith("ok not capped"), r.stdout + r.stderr
+
+
+def test_pool_act_length(tmp_path):
+    """How long the pool caps or dozes (pool.c act_length): ACT_MIN_NS the first time, doubled each time it is
+    found oversubscribed again within CAP_NS, CAP_NS at most, the short one again after a quiet CAP_NS."""
+    exe = tmp_path / "pool_act"
+    build = subprocess.run([CC, "-O2", "-g", f"-I{RUNTIME}", str(Path(__file__).with_name("pool_act.c")),
+                            "-lpthread", "-o", str(exe)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stdout + r.stderr
+
+
+def test_pool_passing_load_gets_a_short_doze(tmp_path):
+    """Spinning threads only until the pool finds the machine oversubscribed (another pool's threads spinning
+    out after its run): the doze that follows is the short first one, over well before CAP_NS (a doze of CAP_NS
+    cost the MLP b64 on 2 threads a third of its speed for a whole second after ONNX Runtime's run)."""
+    exe = tmp_path / "pool_transient"
+    build = subprocess.run([CC, "-O2", "-g", f"-I{RUNTIME}", str(Path(__file__).with_name("pool_sanity.c")),
+                            str(RUNTIME / "pool" / "pool.c"), "-lpthread", "-o", str(exe)],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    r = subprocess.run([str(exe), "transient"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("ok transient"), r.stdout + r.stderr
