@@ -42,22 +42,22 @@
  * more; below, all threads stay and the workers sleep as soon as a job is done instead of polling for the next
  * (`doze`). Either lasts ACT_MIN_NS the first time and twice as long as the last when found again within CAP_NS, up
  * to CAP_NS (act_length): a doze of CAP_NS whatever set it cost a passing load dearly (another pool's threads
- * spinning for ~50 ms after its run, ONNX Runtime's in benchmarks/scaling.py: the MLP b64 on 2 threads 93-96 us a
- * call for the whole second against 69, AMD Zen 4 VM). A worker polling while the machine is oversubscribed takes
- * time the scheduler then charges to it; one that slept is back at once when woken. Intel Xeon 2-vCPU VM, one core
- * busy, `<net>_bench --threads 2 --seconds 2`, mean per forward, three alternations: the cap to 1 thread / 2
- * threads polling / 2 threads dozing: MLP b256 362-369 / 501-527 / 319-340 us, MobileNet 1.0 8.9-9.1 / 11.5-12.7 /
- * 8.6-8.8 ms, ResNet-18 24.0-24.8 / 29.6-30.9 / 23.0-24.7 ms; dozing workers that first polled 20 us were slower
- * than either, MLP b256 398-421 us. A dozing worker also keeps off the CPU the caller posted the job from
- * (keep_off: its own affinity less that CPU, its own again when the doze ends): woken by the caller, the scheduler
- * may place it on the caller's CPU, where it runs only while the caller does not, and there it stayed (Linux 6.18,
- * AMD Zen 4 2-vCPU VM, one core busy, MLP b256 on 2 threads: runs of 150-270 calls at 1-thread speed, 60% of the
- * calls). Kept off, the worker shares the busy process's core or has one alone: `<net>_bench --threads 2 --seconds
- * 2`, 3 alternations, mean per forward, ResNet-18 21.7-22.2 -> 20.8-21.4 ms, MobileNet 1.0 10.6-10.9 -> 9.9-10.2
- * ms, MLP b64 unchanged (134-139 us); MLP b256 per call from Python, median 504-507 -> 283-284 us, mean 442-456 ->
- * 374-382. (The time the caller waits is no measure: an uneven split makes it wait on a quiet machine, 5% of a
- * network's job time on 2 threads, 35-46% on 16 by the split simulator.) The kernels split whole units of work
- * (parallel.h), so no result changes.
+ * spinning for ~50 ms after its run, ONNX Runtime's in benchmarks/scaling.py, benchmarks/after_ort.py: the MLP b64
+ * on 2 threads 93-96 us a call for the whole second against 69, AMD Zen 4 VM). A worker polling while the machine
+ * is oversubscribed takes time the scheduler then charges to it; one that slept is back at once when woken. Intel
+ * Xeon 2-vCPU VM, one core busy, `<net>_bench --threads 2 --seconds 2`, mean per forward, three alternations: the
+ * cap to 1 thread / 2 threads polling / 2 threads dozing: MLP b256 362-369 / 501-527 / 319-340 us, MobileNet 1.0
+ * 8.9-9.1 / 11.5-12.7 / 8.6-8.8 ms, ResNet-18 24.0-24.8 / 29.6-30.9 / 23.0-24.7 ms; dozing workers that first
+ * polled 20 us were slower than either, MLP b256 398-421 us. A dozing worker also keeps off the CPU the caller
+ * posted the job from (keep_off: its own affinity less that CPU, its own again when the doze ends): woken by the
+ * caller, the scheduler may place it on the caller's CPU, where it runs only while the caller does not, and there
+ * it stayed (Linux 6.18, AMD Zen 4 2-vCPU VM, one core busy, MLP b256 on 2 threads: runs of 150-270 calls at
+ * 1-thread speed, 60% of the calls). Kept off, the worker shares the busy process's core or has one alone:
+ * `<net>_bench --threads 2 --seconds 2`, 3 alternations, mean per forward, ResNet-18 21.7-22.2 -> 20.8-21.4 ms,
+ * MobileNet 1.0 10.6-10.9 -> 9.9-10.2 ms, MLP b64 unchanged (134-139 us); MLP b256 per call from Python, median
+ * 504-507 -> 283-284 us, mean 442-456 -> 374-382. (The time the caller waits is no measure: an uneven split makes
+ * it wait on a quiet machine, 5% of a network's job time on 2 threads, 35-46% on 16 by the split simulator.) The
+ * kernels split whole units of work (parallel.h), so no result changes.
  *
  * Simulation (mxcc_pool_simulate) bypasses all of this: the caller runs and times every chunk (simulate) and
  * places it on a thread as the claims above would on a quiet machine (sim_assign). The normal path pays one
@@ -346,8 +346,9 @@ static void *worker_main(void *p)
  * of what a CAP_NS doze did; a lasting one is found again within a few windows and soon has the full CAP_NS. */
 static long act_length(long now, long last_until, long last_ns)
 {
+    const long first = ACT_MIN_NS < CAP_NS ? ACT_MIN_NS : CAP_NS;
     if (last_ns <= 0 || now >= last_until + CAP_NS)
-        return ACT_MIN_NS;
+        return first;
     return 2 * last_ns < CAP_NS ? 2 * last_ns : CAP_NS;
 }
 
@@ -616,8 +617,10 @@ void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
     if (t_end && t_end - pool.window_start >= WINDOW_WALL_NS) {
         pool.window_start = t_end;
         int cap = 0, renew = 0;
-        const int acting = atomic_load_explicit(&pool.doze, memory_order_relaxed)
-                           || atomic_load_explicit(&pool.cap, memory_order_relaxed);
+        /* acting: a cap or doze not yet over (the flags are cleared lazily, by the next job or kernel after it) */
+        const int acting = (atomic_load_explicit(&pool.doze, memory_order_relaxed)
+                            || atomic_load_explicit(&pool.cap, memory_order_relaxed))
+                           && t_end < atomic_load_explicit(&pool.cap_until, memory_order_relaxed);
         for (int t = 0; t < had; t++) {
             const long c = atomic_load_explicit(&by_thread[t].clock_ns, memory_order_relaxed);
             const long lost = c - atomic_load_explicit(&by_thread[t].cpu_ns, memory_order_relaxed);
@@ -631,9 +634,9 @@ void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
             atomic_store_explicit(&by_thread[t].cpu_ns, 0, memory_order_relaxed);
         }
         if (cap) {
-            const long t = now_ns();
-            pool.act_ns = act_length(t, atomic_load_explicit(&pool.cap_until, memory_order_relaxed), pool.act_ns);
-            atomic_store_explicit(&pool.cap_until, t + pool.act_ns, memory_order_relaxed);
+            const long t_now = now_ns();
+            pool.act_ns = act_length(t_now, atomic_load_explicit(&pool.cap_until, memory_order_relaxed), pool.act_ns);
+            atomic_store_explicit(&pool.cap_until, t_now + pool.act_ns, memory_order_relaxed);
             /* counted once per cap or doze: a doze that goes on is only extended */
             if (had >= CAP_MIN_THREADS)
                 atomic_store_explicit(&pool.cap, had - 1, memory_order_relaxed);

@@ -97,4 +97,6 @@ def test_pool_passing_load_gets_a_short_doze(tmp_path):
                            capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     r = subprocess.run([str(exe), "transient"], capture_output=True, text=True, timeout=60)
+    if r.returncode == 77:   # no quiet machine to compare with (pool_sanity.c, two_cpus_free)
+        pytest.skip(r.stderr.strip())
     assert r.returncode == 0 and r.stdout.startswith("ok transient"), r.stdout + r.stderr
