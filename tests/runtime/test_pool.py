@@ -42,23 +42,28 @@ def test_pool_runs_every_chunk_once(sanitize, tmp_path):
         assert jobs > 0 and caller_only < jobs
 
 
+def _oversubscribed(tmp_path, mode: str, *defines: str) -> subprocess.CompletedProcess:
+    """pool_sanity.c built with `defines` and run in `mode` (cap, nocap, transient); skipped where it exits 77
+    (two spinning threads do not get two CPUs: a VM's host holding its vCPUs back makes every machine
+    oversubscribed, and the pool rightly says so)."""
+    exe = tmp_path / f"pool_{mode}"
+    build = subprocess.run([CC, "-O2", "-g", *defines, f"-I{RUNTIME}", str(Path(__file__).with_name("pool_sanity.c")),
+                            str(RUNTIME / "pool" / "pool.c"), "-lpthread", "-o", str(exe)],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    r = subprocess.run([str(exe), mode], capture_output=True, text=True, timeout=60)
+    if r.returncode == 77:
+        pytest.skip(r.stderr.strip())
+    return r
+
+
 def test_pool_splits_for_fewer_threads_while_oversubscribed(tmp_path):
     """Jobs whose worker takes 4x the caller's time (an uneven split, every core its own) keep all threads;
     with three times as many spinning threads as CPUs the pool splits for one thread fewer (mxcc_pool_threads)
     after a window of jobs, and the cap lifts after CAP_NS (the first cap's length here: ACT_MIN_NS = CAP_NS, so
     that joining the spinning threads cannot outlast it; act_length's steps are the next tests'). (Built to cap
-    2-thread jobs: the default caps jobs
-    of 4 threads or more, next test.) Skipped where two spinning threads do not get two CPUs at the start: a
-    VM's host holding its vCPUs back makes every machine oversubscribed, and the pool rightly says so."""
-    exe = tmp_path / "pool_cap"
-    build = subprocess.run([CC, "-O2", "-g", "-DCAP_NS=200000000L", "-DACT_MIN_NS=CAP_NS", "-DCAP_MIN_THREADS=2",
-                            f"-I{RUNTIME}",
-                            str(Path(__file__).with_name("pool_sanity.c")), str(RUNTIME / "pool" / "pool.c"),
-                            "-lpthread", "-o", str(exe)], capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
-    r = subprocess.run([str(exe), "cap"], capture_output=True, text=True, timeout=60)
-    if r.returncode == 77:   # no quiet machine to compare with (pool_sanity.c, two_cpus_free)
-        pytest.skip(r.stderr.strip())
+    2-thread jobs: the default caps jobs of 4 threads or more, next test.)"""
+    r = _oversubscribed(tmp_path, "cap", "-DCAP_NS=200000000L", "-DACT_MIN_NS=CAP_NS", "-DCAP_MIN_THREADS=2")
     assert r.returncode == 0 and r.stdout.startswith("ok capped"), r.stdout + r.stderr
 
 
@@ -67,12 +72,7 @@ def test_pool_keeps_two_threads_while_oversubscribed(tmp_path):
     sees it (its workers doze between jobs): with one process busy on one of 2 cores, 2 dozing threads got more
     done than 1 (docs/performance.md). While dozing the worker keeps off the caller's CPU, and once the doze is
     over it may run on every CPU again."""
-    exe = tmp_path / "pool_nocap"
-    build = subprocess.run([CC, "-O2", "-g", f"-I{RUNTIME}", str(Path(__file__).with_name("pool_sanity.c")),
-                            str(RUNTIME / "pool" / "pool.c"), "-lpthread", "-o", str(exe)],
-                           capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
-    r = subprocess.run([str(exe), "nocap"], capture_output=True, text=True, timeout=60)
+    r = _oversubscribed(tmp_path, "nocap")
     assert r.returncode == 0 and r.stdout.startswith("ok not capped"), r.stdout + r.stderr
 
 
@@ -91,12 +91,5 @@ def test_pool_passing_load_gets_a_short_doze(tmp_path):
     """Spinning threads only until the pool finds the machine oversubscribed (another pool's threads spinning
     out after its run): the doze that follows is the short first one, over well before CAP_NS (a doze of CAP_NS
     cost the MLP b64 on 2 threads a third of its speed for a whole second after ONNX Runtime's run)."""
-    exe = tmp_path / "pool_transient"
-    build = subprocess.run([CC, "-O2", "-g", f"-I{RUNTIME}", str(Path(__file__).with_name("pool_sanity.c")),
-                            str(RUNTIME / "pool" / "pool.c"), "-lpthread", "-o", str(exe)],
-                           capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
-    r = subprocess.run([str(exe), "transient"], capture_output=True, text=True, timeout=60)
-    if r.returncode == 77:   # no quiet machine to compare with (pool_sanity.c, two_cpus_free)
-        pytest.skip(r.stderr.strip())
+    r = _oversubscribed(tmp_path, "transient")
     assert r.returncode == 0 and r.stdout.startswith("ok transient"), r.stdout + r.stderr
