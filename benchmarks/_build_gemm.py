@@ -5,8 +5,9 @@ preprocessor lines removed, so the declarations cannot drift from the C; the hea
 (`#if defined(__AVX512F__)` ...) are evaluated against the compiler's predefined macros for the target, so
 the cdef declares exactly the kernels that build defines. A few extra lines expose the block sizes and
 OpenMP's thread setters. Compiled in API mode with the flags generated code uses
-(-O3 -march=native -fopenmp -g -fno-omit-frame-pointer, C11, never -ffast-math); tests also build for
--march=haswell (AVX2 + FMA) and -march=x86-64 (plain C) to keep those paths tested on an AVX-512 machine.
+(-O3 -march=native -fopenmp -g -fno-omit-frame-pointer, C11, never -ffast-math). The tests link the module
+against mxcc's own runtime objects instead (`objects`), for -march=native, x86-64-v3 (AVX2 + FMA) and x86-64
+(plain C), to keep every path tested on an AVX-512 machine.
 """
 from __future__ import annotations
 
@@ -80,18 +81,19 @@ def gemm_sources() -> list[Path]:
     return sorted(GEMM_DIR.glob("*.c")) + [GEMM_DIR.parent / "pool" / "pool.c"]
 
 
-def build_gemm(build_dir: str | Path, module_name: str = "_mxcc_gemm", march: str = "native"):
+def build_gemm(build_dir: str | Path, module_name: str = "_mxcc_gemm", march: str = "native", objects=()):
     """Compile the GEMM sources for -march=<march> into build_dir and import the module; returns (ffi, lib).
+    `objects`: link these instead (mxcc's runtime objects for that -march, which hold the GEMM: the tests').
 
-    The module name carries a hash of the sources, headers, cdef and flags, so a later call with the same
-    build_dir (a benchmark's worker processes) imports the existing build instead of compiling again."""
+    The module name carries a hash of the sources, headers, cdef, flags and objects' paths, so a later call with
+    the same build_dir (a benchmark's worker processes) imports the existing build instead of compiling again."""
     import cffi  # imported here so that importing this file never needs cffi
 
     macros = predefined_macros(march)
     cdef = (_declarations(GEMM_DIR / "mxcc_gemm.h", macros) + _declarations(GEMM_DIR / "gemm_internal.h", macros)
             + _EXTRA_CDEF)
     cflags = (*CFLAGS, f"-march={march}")
-    digest = hashlib.sha256(cdef.encode() + " ".join(cflags).encode())
+    digest = hashlib.sha256(cdef.encode() + " ".join(cflags).encode() + "\n".join(map(str, objects)).encode())
     for path in [*sorted(GEMM_DIR.glob("*.[ch]")), *sorted((GEMM_DIR.parent / "pool").glob("*.[ch]")),
                  GEMM_DIR.parent / "parallel.h"]:
         digest.update(path.name.encode() + path.read_bytes())
@@ -107,7 +109,8 @@ def build_gemm(build_dir: str | Path, module_name: str = "_mxcc_gemm", march: st
         ffi.set_source(
             module_name,
             '#include <omp.h>\n#include "gemm_internal.h"\n',
-            sources=[str(p) for p in gemm_sources()],
+            sources=[] if objects else [str(p) for p in gemm_sources()],
+            extra_objects=[str(o) for o in objects],
             include_dirs=[str(GEMM_DIR)],
             extra_compile_args=list(cflags),
             extra_link_args=["-fopenmp"],

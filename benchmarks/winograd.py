@@ -68,13 +68,14 @@ def compile_parallel(sources: list[Path], out_dir: Path, flags: list[str]) -> li
     return objs
 
 
-def build_winograd(build_dir: str | Path, march: str = "native", defines: tuple[str, ...] = ()):
+def build_winograd(build_dir: str | Path, march: str = "native", defines: tuple[str, ...] = (), objects=()):
     """(ffi, lib) of the Winograd sources compiled for -march=<march> (and -D<defines>, block-size overrides
-    for tuning runs) into build_dir (reused when the sources, flags and cdef hash the same)."""
+    for tuning runs) into build_dir (reused when the sources, flags, cdef and objects hash the same).
+    `objects`: link these instead of compiling (mxcc's runtime objects for that -march: the tests')."""
     import cffi
     cdef = _cdef()
     flags = [*CFLAGS, f"-march={march}", *(f"-D{d}" for d in defines)]
-    digest = hashlib.sha256((cdef + " ".join(flags)).encode())
+    digest = hashlib.sha256((cdef + " ".join(flags) + "\n".join(map(str, objects))).encode())
     for path in sorted((RUNTIME / "conv").glob("*winograd*")) + sorted((RUNTIME / "gemm").glob("*.[ch]")):
         digest.update(path.name.encode() + path.read_bytes())
     digest.update((RUNTIME / "conv" / "mxcc_conv.h").read_bytes())
@@ -85,7 +86,7 @@ def build_winograd(build_dir: str | Path, march: str = "native", defines: tuple[
     if built:
         so = str(built[0])
     else:
-        objs = compile_parallel(winograd_sources(), build_dir / name, [*flags, "-fPIC"])
+        objs = objects or compile_parallel(winograd_sources(), build_dir / name, [*flags, "-fPIC"])
         ffi = cffi.FFI()
         ffi.cdef(cdef)
         ffi.set_source(name, '#include <omp.h>\n#include "conv/mxcc_winograd.h"\n', include_dirs=[str(RUNTIME)],

@@ -1,6 +1,7 @@
 """Helpers shared by the tests (imported by name: `from mxcc_testing import ...`)."""
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from pathlib import Path
@@ -188,6 +189,39 @@ def check_same_bits_on_threads(prob, more=(5, 16)):
         np.testing.assert_array_equal(one, prob.run(1, threads=t), err_msg=f"{t} threads")
 
 
+@functools.lru_cache(maxsize=None)
+def runtime_objects_for(march: str, sanitize: bool = False) -> tuple[Path, ...]:
+    """The runtime objects mxcc's Python module links for -march=<march> (sanitize: its ASan + UBSan build, -O1):
+    compiled once per session with the flags of generated code, in the session's cache, so that the kernel tests
+    and every mxcc.compile of that ISA share one build (an installed mxcc's wheel has the native one prebuilt).
+    Raises mxcc.errors.BuildError when they cannot be built."""
+    from mxcc.compiler.build import module_objects, runtime_objects
+    from mxcc.options import CompileOptions
+    return tuple(module_objects(runtime_objects(CompileOptions.from_env(isa=march, sanitize=sanitize))))
+
+
+@functools.lru_cache(maxsize=None)
+def runtime_library(march: str) -> Path:
+    """runtime_objects_for(march) linked into one shared library (for cffi's ABI mode), once per session."""
+    import atexit
+    import subprocess
+    import tempfile
+    out = Path(tempfile.mkdtemp(prefix="mxcc-test-runtime-"))
+    atexit.register(shutil.rmtree, out, True)
+    so = out / f"libmxcc_runtime_{march}.so"
+    subprocess.run([CC, "-shared", "-fopenmp", *map(str, runtime_objects_for(march)), "-lm", "-o", str(so)],
+                   check=True)
+    return so
+
+
+def assert_in_runtime(sources) -> None:
+    """Every source (a checkout's runtime_c/ file) is one of the runtime's (an installed mxcc's copy of them)."""
+    from mxcc.compiler.build import runtime_sources
+    rel = lambda p: Path(p).parts[len(Path(p).parts) - 1 - Path(p).parts[::-1].index("runtime_c"):]  # noqa: E731
+    every = {rel(p) for p in runtime_sources()}
+    assert all(rel(s) in every for s in sources), [s for s in sources if rel(s) not in every]
+
+
 def runnable_marches(marches, base=lambda m: m):
     """The -march targets whose ISA this CPU runs (`base` maps a build name to its -march value)."""
     from benchmarks._build_gemm import predefined_macros
@@ -195,25 +229,28 @@ def runnable_marches(marches, base=lambda m: m):
 
 
 def build_isa_libs(out: Path, name: str, sources, marches, include: Path, flags=None, base=lambda m: m):
-    """{build: shared library} of `sources` for every runnable build in `marches` (-march=base(build), plus
-    flags.get(build)), all objects compiled concurrently; skips without a C compiler."""
+    """{build: shared library} holding `sources` for every runnable build in `marches`: mxcc's runtime for
+    -march=base(build) (runtime_library: the objects generated code links, shared with the session's other
+    tests), or, for a build with extra flags (flags.get(build): block-size overrides), `sources` compiled with
+    -march=base(build) and those flags, all objects concurrently; skips without a C compiler."""
     if shutil.which(CC) is None:
         pytest.skip(f"no C compiler ({CC}) on PATH")
     import subprocess
+    assert_in_runtime(sources)
     flags = flags or {}
     runnable = runnable_marches(marches, base)
-    jobs, objs = [], {m: [] for m in runnable}
-    for m in runnable:
+    libs = {m: runtime_library(base(m)) for m in runnable if not flags.get(m)}
+    jobs, objs = [], {m: [] for m in runnable if m not in libs}
+    for m in objs:
         for src in sources:
             obj = out / f"{m}_{src.parent.name}_{src.stem}.o"
             objs[m].append(obj)
-            jobs.append(subprocess.Popen([CC, "-O3", f"-march={base(m)}", *flags.get(m, []), "-fopenmp",
+            jobs.append(subprocess.Popen([CC, "-O3", f"-march={base(m)}", *flags[m], "-fopenmp",
                                           "-std=gnu11", "-fPIC", "-c", f"-I{include}", str(src), "-o", str(obj)],
                                          stderr=subprocess.PIPE, text=True))
     for j in jobs:
         assert j.wait() == 0, j.stderr.read()
-    libs = {}
-    for m in runnable:
+    for m in objs:
         libs[m] = out / f"lib{name}_{m}.so"
         subprocess.run([CC, "-shared", "-fopenmp", *map(str, objs[m]), "-lm", "-o", str(libs[m])], check=True)
     return libs
@@ -229,17 +266,20 @@ def load_isa_lib(builds: dict, march: str, cdef: str):
     return ffi, ffi.dlopen(str(builds[march]))
 
 
-def run_sanitizer_driver(tmp_path: Path, march: str, driver: Path, sources, include: Path, problems: int) -> None:
-    """Build the C driver with `sources` under ASan/UBSan (skip if the sanitizer runtime is missing), run it
-    on 2 threads over `problems` random problems; it must print "<problems> problems ok" and nothing wrong."""
+def run_sanitizer_driver(tmp_path: Path, march: str, driver: Path, include: Path, problems: int) -> None:
+    """Build the C driver under ASan/UBSan against mxcc's sanitized runtime for -march=<march>
+    (runtime_objects_for(march, sanitize=True): -O1, shared with the session's other sanitized builds; skip if
+    the sanitizer runtime is missing), run it on 2 threads over `problems` random problems; it must print
+    "<problems> problems ok" and nothing wrong."""
     import subprocess
     if shutil.which(CC) is None:
         pytest.skip(f"no C compiler ({CC}) on PATH")
     exe = tmp_path / driver.stem
     cmd = [CC, "-O1", "-g", f"-march={march}", "-fopenmp", "-std=gnu11", "-fsanitize=address,undefined",
-           "-fno-sanitize-recover=all", f"-I{include}", str(driver), *map(str, sources), "-lm", "-o", str(exe)]
+           "-fno-sanitize-recover=all", f"-I{include}", str(driver), *map(str, runtime_objects_for(march, True)),
+           "-lm", "-o", str(exe)]
     build = subprocess.run(cmd, capture_output=True, text=True)
-    if build.returncode != 0 and "sanitize" in build.stderr:
+    if build.returncode != 0 and "san" in build.stderr:
         pytest.skip(f"sanitizer runtime not installed: {build.stderr.strip()[-300:]}")
     assert build.returncode == 0, build.stderr
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1", OMP_NUM_THREADS="2")

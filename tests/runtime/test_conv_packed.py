@@ -2,7 +2,7 @@
 against a float64 numpy convolution (im2col in numpy, then a matrix product and the epilogue), on an edge
 matrix (1-D/2-D/3-D, kernels 1..7, stride 1..3, pad 0..3, dilation, 1-pixel images, pixel counts and
 channel counts that do not fill the register tile, batch 1 and 3), every epilogue part, 1 vs 2 threads
-(identical bits), the native / haswell / x86-64 builds (each ISA's micro-kernel and panel geometry), the
+(identical bits), the native / x86-64-v3 / x86-64 builds (each ISA's micro-kernel and panel geometry), the
 scratch size (a NaN guard after it must survive) and an ASan/UBSan build of a C driver
 (tests/runtime/conv_packed_sanity.c) against a naive im2col + the reference GEMM.
 
@@ -27,7 +27,7 @@ GEMM_RTOL = 1e-6
 SOURCES = [RUNTIME / "conv" / "conv_packed_f32.c", *sorted((RUNTIME / "gemm").glob("*.c")), RUNTIME / "pool" / "pool.c"]
 # "native-kc": the K-sliced loop (CONV_PACKED_KC, off by default) with slices of 100 (uneven: K = 576 runs
 # as 6 x 96), so that path stays correct if someone turns it on
-MARCHES = ["native", "haswell", "x86-64", "native-kc"]
+MARCHES = ["native", "x86-64-v3", "x86-64", "native-kc"]
 EXTRA = {"native-kc": ["-DCONV_PACKED_KC=100"]}
 
 
@@ -40,8 +40,8 @@ long mxcc_gemm_packed_b_floats(int K, int N);
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
-    """{march: shared library path} for every runnable target, all objects compiled concurrently (the
-    three builds are most of this file's run time); loaded with cffi in ABI mode (no extension module)."""
+    """{march: shared library path} for every runnable target (mxcc's runtime; native-kc compiled here);
+    loaded with cffi in ABI mode (no extension module)."""
     return build_isa_libs(tmp_path_factory.mktemp("conv_packed_build"), "convpacked", SOURCES, MARCHES, RUNTIME,
                           flags=EXTRA, base=lambda m: m.split("-kc")[0])
 
@@ -138,4 +138,4 @@ def test_packed_conv_threads_give_identical_bits(isa, geo):
 # and residual indexing around them); x86-64: the plain C loops, every access checked
 @pytest.mark.parametrize("march", ["native", "x86-64"])
 def test_packed_conv_under_address_and_undefined_sanitizers(tmp_path, march):
-    run_sanitizer_driver(tmp_path, march, Path(__file__).with_name("conv_packed_sanity.c"), SOURCES, RUNTIME, 40)
+    run_sanitizer_driver(tmp_path, march, Path(__file__).with_name("conv_packed_sanity.c"), RUNTIME, 40)

@@ -2,7 +2,7 @@
 numpy in float64 (directly for small sizes, by Freivalds' projection for large ones), the epilogue, threads,
 and a sanitizer build of a C driver that compares mxcc_gemm_f32 with mxcc_gemm_f32_ref.
 
-Every test runs once per build: -march=native (on an AVX-512 machine: the 14x32 AVX-512F kernel), haswell
+Every test runs once per build: -march=native (on an AVX-512 machine: the 14x32 AVX-512F kernel), x86-64-v3
 (AVX2 + FMA: the 6x16 kernel) and x86-64 (plain C: the reference kernels), each skipped only when this CPU
 cannot run it, so the paths of other machines stay tested here.
 
@@ -15,7 +15,6 @@ K·u ≤ 1e-6·sqrt(K) up to K = 280, and random errors grow like sqrt(K), not K
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -25,34 +24,9 @@ import pytest
 from benchmarks._build_gemm import predefined_macros
 
 GEMM_RTOL = 1e-6
-MARCHES = ["native", "haswell", "x86-64"]
-# ISA extensions the kernels are selected by: a build is runnable here if the native target has all of its
-ISA_MACROS = {"__AVX__", "__AVX2__", "__FMA__", "__F16C__", "__BMI2__", "__AVX512F__", "__AVX512VL__"}
 ACTS = ["NONE", "RELU", "SIGMOID", "TANH", "SOFTRELU", "SOFTSIGN", "LEAKY", "CLIP"]
 ROOT = Path(__file__).resolve().parents[2]
-
-
-# ---- one build per target ISA (these override the single native build of conftest.py) ------------------
-
-
-@pytest.fixture(scope="session", params=MARCHES)
-def march(request):
-    cc = os.environ.get("CC", "gcc")
-    if shutil.which(cc) is None:
-        pytest.skip(f"no C compiler ({cc}) on PATH: the GEMM runtime cannot be built")
-    missing = (predefined_macros(request.param) - predefined_macros("native")) & ISA_MACROS
-    if missing:
-        pytest.skip(f"this CPU cannot run -march={request.param} code (lacks {sorted(missing)})")
-    return request.param
-
-
-@pytest.fixture(scope="session")
-def gemm(march, tmp_path_factory):
-    """(ffi, lib) of runtime_c/gemm/ compiled with -O3 -march=<march> -fopenmp."""
-    pytest.importorskip("cffi", reason="cffi is needed to load the GEMM runtime")
-    from benchmarks._build_gemm import build_gemm
-
-    return build_gemm(tmp_path_factory.mktemp(f"gemm_build_{march}"), march=march)
+# the fixtures march, gemm (one build per target ISA), gemm_ws and threads are conftest.py's
 
 
 def optimized(march: str) -> dict[str, list[str]]:
@@ -567,16 +541,18 @@ def test_softrelu_is_stable_for_large_inputs(gemm, gemm_ws):
 
 
 def test_gemm_under_address_and_undefined_sanitizers(march, tmp_path):
-    """tests/runtime/gemm_sanity.c with every GEMM source under ASan + UBSan (+ LeakSanitizer): random
+    """tests/runtime/gemm_sanity.c against mxcc's runtime built with ASan + UBSan (+ LeakSanitizer): random
     sizes, transpositions, strides, epilogues and nested calls, compared with mxcc_gemm_f32_ref; once per
     build, so each micro-kernel's edge tiles (masked or copied) run under the sanitizers."""
     cc = os.environ.get("CC", "gcc")
-    from benchmarks._build_gemm import GEMM_DIR, gemm_sources
+    from benchmarks._build_gemm import GEMM_DIR
+    from mxcc_testing import runtime_objects_for
 
     exe = tmp_path / "gemm_sanity"
     cmd = [cc, "-O1", "-g", f"-march={march}", "-std=c11", "-fopenmp", "-fno-omit-frame-pointer",
            "-fsanitize=address,undefined", "-fno-sanitize-recover=all", f"-I{GEMM_DIR}",
-           str(Path(__file__).with_name("gemm_sanity.c")), *map(str, gemm_sources()), "-lm", "-o", str(exe)]
+           str(Path(__file__).with_name("gemm_sanity.c")), *map(str, runtime_objects_for(march, True)), "-lm",
+           "-o", str(exe)]
     build = subprocess.run(cmd, capture_output=True, text=True)
     if build.returncode != 0 and ("asan" in build.stderr or "ubsan" in build.stderr):
         pytest.skip(f"sanitizer runtime not installed: {build.stderr.strip()[-300:]}")

@@ -5,7 +5,7 @@ edges, odd and even K, padded leading dimensions; the epilogue; 1 and 2 threads 
 import numpy as np
 import pytest
 
-from test_gemm import ACTS, act_ref, fbuf, gemm, gemm_bound, march, padded  # noqa: F401 (fixtures)
+from test_gemm import ACTS, act_ref, fbuf, gemm_bound, padded   # the fixtures gemm, march: conftest.py's
 
 SIZES = [(1, 1, 1), (1, 5, 2), (1, 31, 3), (1, 32, 17), (1, 33, 128), (1, 128, 784), (1, 129, 9),
          (2, 64, 128), (2, 100, 33), (3, 10, 64), (3, 200, 5), (4, 128, 127), (5, 65, 31), (7, 96, 64),

@@ -1,6 +1,6 @@
 """runtime_c/conv/winograd_f32.c (Winograd F(4x4,3x3)) against a float64 numpy direct convolution.
 
-Builds: native (AVX-512 transforms and the 14x32 micro-kernel on this machine), haswell (AVX2 + FMA, 6x16),
+Builds: native (AVX-512 transforms and the 14x32 micro-kernel on this machine), x86-64-v3 (AVX2 + FMA, 6x16),
 x86-64 (plain C, 6x16): every path the build can pick. Each run checks that the weight, the scratch and the
 output get no write past their sizes or before y (sentinel guards), and that every output element is
 written (y starts as NaN).
@@ -39,8 +39,11 @@ def _build(tmp_path_factory, march):
         pytest.skip(f"no C compiler ({CC}) on PATH")
     pytest.importorskip("cffi")
     from benchmarks.winograd import build_winograd
-    # one directory for the session: the module's name hashes sources and flags, so native builds once
-    return build_winograd(tmp_path_factory.getbasetemp() / "winograd_build", march)
+    from mxcc_testing import runtime_objects_for
+    # mxcc's runtime objects (the ones generated code links); one directory for the session: the module's name
+    # hashes sources, flags and objects, so each build's module is made once
+    return build_winograd(tmp_path_factory.getbasetemp() / "winograd_build", march,
+                          objects=runtime_objects_for(march))
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +51,7 @@ def wg(tmp_path_factory):
     return _build(tmp_path_factory, "native")
 
 
-@pytest.fixture(scope="module", params=["native", "haswell", "x86-64"])
+@pytest.fixture(scope="module", params=["native", "x86-64-v3", "x86-64"])
 def wg_isa(request, tmp_path_factory):
     return _build(tmp_path_factory, request.param)
 
@@ -279,17 +282,13 @@ def test_winograd_under_address_and_undefined_sanitizers(tmp_path, march):
     its own exact-size heap block) built with -fsanitize=address,undefined, 2 threads."""
     if shutil.which(CC) is None:
         pytest.skip(f"no C compiler ({CC}) on PATH")
-    from benchmarks.winograd import compile_parallel, winograd_sources
+    from mxcc_testing import runtime_objects_for
     exe = tmp_path / "winograd_sanity"
     flags = ["-O1", "-g", f"-march={march}", "-std=gnu11", "-fopenmp", "-fno-omit-frame-pointer",
              "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
-    try:
-        objs = compile_parallel([Path(__file__).with_name("winograd_sanity.c"), *winograd_sources()], tmp_path, flags)
-    except RuntimeError as e:
-        if "asan" in str(e) or "ubsan" in str(e):
-            pytest.skip(f"sanitizer runtime not installed: {str(e)[-300:]}")
-        raise
-    build = subprocess.run([CC, *flags, *map(str, objs), "-lm", "-o", str(exe)], capture_output=True, text=True)
+    build = subprocess.run([CC, *flags, f"-I{RUNTIME}", str(Path(__file__).with_name("winograd_sanity.c")),
+                            *map(str, runtime_objects_for(march, True)), "-lm", "-o", str(exe)],
+                           capture_output=True, text=True)
     if build.returncode != 0 and ("asan" in build.stderr or "ubsan" in build.stderr):
         pytest.skip(f"sanitizer runtime not installed: {build.stderr.strip()[-300:]}")
     assert build.returncode == 0, build.stderr
