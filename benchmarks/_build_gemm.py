@@ -108,7 +108,7 @@ def build_gemm(build_dir: str | Path, module_name: str = "_mxcc_gemm", march: st
         ffi.cdef(cdef)
         ffi.set_source(
             module_name,
-            '#include <omp.h>\n#include "gemm_internal.h"\n',
+            '#include <omp.h>\n#include "gemm_internal.h"\n#include "../pool/mxcc_pool.h"\n',
             sources=[] if objects else [str(p) for p in gemm_sources()],
             extra_objects=[str(o) for o in objects],
             include_dirs=[str(GEMM_DIR)],
