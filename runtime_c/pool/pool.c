@@ -689,7 +689,14 @@ int mxcc_pool_threads(int threads)
 #endif
     if (now_ns() < atomic_load_explicit(&pool.cap_until, memory_order_relaxed))
         return cap;
-    atomic_store_explicit(&pool.cap, 0, memory_order_relaxed);   /* all threads again */
+    /* lifted: all threads again. Cleared under the job lock, which a window's evaluation (the only writer of a
+     * new cap) holds: a plain store here could land just after another thread's job set a new cap, and undo it.
+     * A job running now: cleared by a later call. */
+    if (pthread_mutex_trylock(&pool.busy) == 0) {
+        if (now_ns() >= atomic_load_explicit(&pool.cap_until, memory_order_relaxed))
+            atomic_store_explicit(&pool.cap, 0, memory_order_relaxed);
+        pthread_mutex_unlock(&pool.busy);
+    }
     return threads;
 }
 
