@@ -266,22 +266,29 @@ def load_isa_lib(builds: dict, march: str, cdef: str):
     return ffi, ffi.dlopen(str(builds[march]))
 
 
-def run_sanitizer_driver(tmp_path: Path, march: str, driver: Path, include: Path, problems: int) -> None:
-    """Build the C driver under ASan/UBSan against mxcc's sanitized runtime for -march=<march>
-    (runtime_objects_for(march, sanitize=True): -O1, shared with the session's other sanitized builds; skip if
-    the sanitizer runtime is missing), run it on 2 threads over `problems` random problems; it must print
-    "<problems> problems ok" and nothing wrong."""
+def build_sanitized_driver(tmp_path: Path, march: str, driver: Path, include: Path, std: str = "gnu11") -> Path:
+    """A C test driver built under ASan/UBSan against mxcc's sanitized runtime for -march=<march>
+    (runtime_objects_for(march, sanitize=True): -O1, shared with the session's other sanitized builds); skips
+    without a C compiler or where the sanitizer runtime (libasan / libubsan) is missing."""
     import subprocess
     if shutil.which(CC) is None:
         pytest.skip(f"no C compiler ({CC}) on PATH")
     exe = tmp_path / driver.stem
-    cmd = [CC, "-O1", "-g", f"-march={march}", "-fopenmp", "-std=gnu11", "-fsanitize=address,undefined",
-           "-fno-sanitize-recover=all", f"-I{include}", str(driver), *map(str, runtime_objects_for(march, True)),
-           "-lm", "-o", str(exe)]
+    cmd = [CC, "-O1", "-g", f"-march={march}", "-fopenmp", f"-std={std}", "-fno-omit-frame-pointer",
+           "-fsanitize=address,undefined", "-fno-sanitize-recover=all", f"-I{include}", str(driver),
+           *map(str, runtime_objects_for(march, True)), "-lm", "-o", str(exe)]
     build = subprocess.run(cmd, capture_output=True, text=True)
-    if build.returncode != 0 and ("asan" in build.stderr or "ubsan" in build.stderr):   # libasan / libubsan
+    if build.returncode != 0 and ("asan" in build.stderr or "ubsan" in build.stderr):
         pytest.skip(f"sanitizer runtime not installed: {build.stderr.strip()[-300:]}")
     assert build.returncode == 0, build.stderr
+    return exe
+
+
+def run_sanitizer_driver(tmp_path: Path, march: str, driver: Path, include: Path, problems: int) -> None:
+    """build_sanitized_driver, run on 2 threads over `problems` random problems: it must print
+    "<problems> problems ok" and nothing wrong."""
+    import subprocess
+    exe = build_sanitized_driver(tmp_path, march, driver, include)
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1", OMP_NUM_THREADS="2")
     r = subprocess.run([str(exe), str(problems), "7"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0 and "runtime error" not in r.stderr, r.stdout + r.stderr

@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mxcc_testing import assert_in_runtime, conv_geom as _geom, float_buf as _f, im2col_np, runtime_objects_for
+from mxcc_testing import (assert_in_runtime, build_sanitized_driver, conv_geom as _geom, float_buf as _f, im2col_np,
+                          runtime_objects_for)
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime_c"
@@ -273,17 +274,7 @@ def test_depthwise_backward_against_numpy_and_reference(conv, threads, geo):
 
 @pytest.mark.parametrize("march, problems", [("native", 250), ("x86-64-v3", 100)])
 def test_conv_runtime_under_address_and_undefined_sanitizers(tmp_path, march, problems):
-    if shutil.which(CC) is None:
-        pytest.skip(f"no C compiler ({CC}) on PATH")
-    exe = tmp_path / "conv_sanity"
-    cmd = [CC, "-O1", "-g", f"-march={march}", "-std=gnu11", "-fopenmp", "-fno-omit-frame-pointer",
-           "-fsanitize=address,undefined", "-fno-sanitize-recover=all", f"-I{RUNTIME}",
-           str(Path(__file__).with_name("conv_sanity.c")), *map(str, runtime_objects_for(march, True)), "-lm",
-           "-o", str(exe)]
-    build = subprocess.run(cmd, capture_output=True, text=True)
-    if build.returncode != 0 and ("asan" in build.stderr or "ubsan" in build.stderr):
-        pytest.skip(f"sanitizer runtime not installed: {build.stderr.strip()[-300:]}")
-    assert build.returncode == 0, build.stderr
+    exe = build_sanitized_driver(tmp_path, march, Path(__file__).with_name("conv_sanity.c"), RUNTIME)
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1",
                OMP_NUM_THREADS="2")
     run = subprocess.run([str(exe), str(problems)], capture_output=True, text=True, env=env, timeout=120)

@@ -544,19 +544,10 @@ def test_gemm_under_address_and_undefined_sanitizers(march, tmp_path):
     """tests/runtime/gemm_sanity.c against mxcc's runtime built with ASan + UBSan (+ LeakSanitizer): random
     sizes, transpositions, strides, epilogues and nested calls, compared with mxcc_gemm_f32_ref; once per
     build, so each micro-kernel's edge tiles (masked or copied) run under the sanitizers."""
-    cc = os.environ.get("CC", "gcc")
     from benchmarks._build_gemm import GEMM_DIR
-    from mxcc_testing import runtime_objects_for
+    from mxcc_testing import build_sanitized_driver
 
-    exe = tmp_path / "gemm_sanity"
-    cmd = [cc, "-O1", "-g", f"-march={march}", "-std=c11", "-fopenmp", "-fno-omit-frame-pointer",
-           "-fsanitize=address,undefined", "-fno-sanitize-recover=all", f"-I{GEMM_DIR}",
-           str(Path(__file__).with_name("gemm_sanity.c")), *map(str, runtime_objects_for(march, True)), "-lm",
-           "-o", str(exe)]
-    build = subprocess.run(cmd, capture_output=True, text=True)
-    if build.returncode != 0 and ("asan" in build.stderr or "ubsan" in build.stderr):
-        pytest.skip(f"sanitizer runtime not installed: {build.stderr.strip()[-300:]}")
-    assert build.returncode == 0, build.stderr
+    exe = build_sanitized_driver(tmp_path, march, Path(__file__).with_name("gemm_sanity.c"), GEMM_DIR, std="c11")
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1",
                OMP_NUM_THREADS="2")
     run = subprocess.run([str(exe), "150"], capture_output=True, text=True, env=env, timeout=120)

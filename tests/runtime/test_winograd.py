@@ -280,18 +280,8 @@ def test_epilogue(wg_isa, act, parts):
 def test_winograd_under_address_and_undefined_sanitizers(tmp_path, march):
     """tests/runtime/winograd_sanity.c (random geometries against a direct convolution in double, each buffer
     its own exact-size heap block) built with -fsanitize=address,undefined, 2 threads."""
-    if shutil.which(CC) is None:
-        pytest.skip(f"no C compiler ({CC}) on PATH")
-    from mxcc_testing import runtime_objects_for
-    exe = tmp_path / "winograd_sanity"
-    flags = ["-O1", "-g", f"-march={march}", "-std=gnu11", "-fopenmp", "-fno-omit-frame-pointer",
-             "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
-    build = subprocess.run([CC, *flags, f"-I{RUNTIME}", str(Path(__file__).with_name("winograd_sanity.c")),
-                            *map(str, runtime_objects_for(march, True)), "-lm", "-o", str(exe)],
-                           capture_output=True, text=True)
-    if build.returncode != 0 and ("asan" in build.stderr or "ubsan" in build.stderr):
-        pytest.skip(f"sanitizer runtime not installed: {build.stderr.strip()[-300:]}")
-    assert build.returncode == 0, build.stderr
+    from mxcc_testing import build_sanitized_driver
+    exe = build_sanitized_driver(tmp_path, march, Path(__file__).with_name("winograd_sanity.c"), RUNTIME)
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1",
                OMP_NUM_THREADS="2")
     r = subprocess.run([str(exe), "30"], capture_output=True, text=True, env=env, timeout=120)
