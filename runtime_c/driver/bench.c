@@ -247,9 +247,9 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
     if (pool == 1 && !sim.threads) {
         long jobs, alone;
         mxcc_pool_stats(&jobs, &alone);
-        printf("pool: %ld jobs on several threads, %ld of them run by the caller alone; machine found "
-               "oversubscribed %ld times (a thread fewer from 4 threads, workers sleeping between jobs below)\n",
-               jobs, alone, mxcc_pool_caps());
+        printf("pool: %ld jobs on several threads, %ld of them run by the caller alone, %ld woke a sleeping "
+               "worker; machine found oversubscribed %ld times (a thread fewer from 4 threads, workers sleeping "
+               "between jobs below)\n", jobs, alone, mxcc_pool_wakeups(), mxcc_pool_caps());
     }
     if (mxcc_timeline_finish(&timeline, net, argv[0]) || write_outputs(net, slots, batch, argc, argv))
         return 1;

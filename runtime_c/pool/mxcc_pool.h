@@ -71,6 +71,10 @@ int mxcc_pool_in_chunk(void);
  * (no worker came in time): for tests and benchmarks. */
 void mxcc_pool_stats(long *jobs, long *caller_only);
 
+/* How many jobs found a worker asleep and woke it (a futex wake-up: in a VM the worker runs 10-15 us later):
+ * few on a quiet machine, where workers poll between jobs; most of a dozing pool's (pool.c). */
+long mxcc_pool_wakeups(void);
+
 /* How many times the pool found the machine oversubscribed (pool.c) and split for a thread fewer (jobs of 4
  * threads or more) or let its workers sleep between jobs (fewer): 0 on a quiet machine, whatever its thread
  * count. */

@@ -44,8 +44,9 @@
  * to CAP_NS (act_length): a doze of CAP_NS whatever set it cost a passing load dearly (another pool's threads
  * spinning for ~50 ms after its run, ONNX Runtime's in benchmarks/scaling.py, benchmarks/after_ort.py: the MLP b64
  * on 2 threads 93-96 us a call for the whole second against 69, AMD Zen 4 VM). A worker polling while the machine
- * is oversubscribed takes time the scheduler then charges to it; one that slept is back at once when woken. Intel
- * Xeon 2-vCPU VM, one core busy, `<net>_bench --threads 2 --seconds 2`, mean per forward, three alternations: the
+ * is oversubscribed takes time the scheduler then charges to it; one that slept is back when woken (~13 us later
+ * in a VM, which the median of short calls from Python pays: a 15 us poll cost more by mean than it saved,
+ * docs/performance.md "Shared machines"). Intel Xeon 2-vCPU VM, one core busy, `<net>_bench --threads 2 --seconds 2`, mean per forward, three alternations: the
  * cap to 1 thread / 2 threads polling / 2 threads dozing: MLP b256 362-369 / 501-527 / 319-340 us, MobileNet 1.0
  * 8.9-9.1 / 11.5-12.7 / 8.6-8.8 ms, ResNet-18 24.0-24.8 / 29.6-30.9 / 23.0-24.7 ms; dozing workers that first
  * polled 20 us were slower than either, MLP b256 398-421 us. A dozing worker also keeps off the CPU the caller
@@ -151,6 +152,7 @@ static struct {
     _Atomic int workers;         /* pool threads made: ids 1..workers */
     int forked;                  /* pthread_atfork handler installed */
     _Atomic long jobs, caller_only;
+    _Atomic long wakeups;        /* jobs posted to a sleeping worker (mxcc_pool_wakeups) */
     _Atomic long caps;           /* times the cap was set (mxcc_pool_caps) */
     _Atomic int cap;             /* threads a job may use while oversubscribed (0: no cap) */
     _Atomic int doze;            /* workers sleep as soon as a job is done, no polling (oversubscribed) */
@@ -596,8 +598,10 @@ void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
     if (atomic_load_explicit(&pool.doze, memory_order_relaxed))
         atomic_store_explicit(&pool.caller_cpu, sched_getcpu(), memory_order_relaxed);   /* keep_off */
     atomic_fetch_add(&pool.wake, 1);
-    if (atomic_load(&pool.sleepers) > 0)
+    if (atomic_load(&pool.sleepers) > 0) {
         futex_wake_all(&pool.wake);
+        atomic_fetch_add_explicit(&pool.wakeups, 1, memory_order_relaxed);
+    }
     in_chunk = 1;
     const long mine = run_job(0);
     in_chunk = 0;
@@ -709,6 +713,11 @@ void mxcc_pool_stats(long *jobs, long *caller_only)
 {
     *jobs = atomic_load(&pool.jobs);
     *caller_only = atomic_load(&pool.caller_only);
+}
+
+long mxcc_pool_wakeups(void)
+{
+    return atomic_load(&pool.wakeups);
 }
 
 long mxcc_pool_caps(void)

@@ -8,7 +8,9 @@
  * (mxcc_pool_threads); three times as many spinning threads as CPUs do, a child forked then is not capped, and
  * all threads come back once the cap's time is over. Argument "nocap" (a default build): 2-thread jobs stay on
  * 2 threads however oversubscribed the machine, and the pool finds it oversubscribed (its workers doze); while
- * it dozes the worker keeps off one CPU (the caller's), and it may run anywhere again once the doze is over.
+ * it dozes the worker keeps off one CPU (the caller's) and sleeps between jobs, and it may run anywhere again
+ * once the doze is over (exit 77 where that does not come while two spinning threads do not get two CPUs: a host
+ * holding its vCPUs back keeps the doze going, rightly).
  * Argument "transient" (a default build): spinning threads only until the pool first finds the machine
  * oversubscribed; its doze is then the short first one (pool.c ACT_MIN_NS, an eighth of CAP_NS), over well
  * before CAP_NS. */
@@ -100,6 +102,28 @@ static void uneven_chunk(void *arg, long c, int worker)
     (void)c;
     const long until = now_ns() + (worker ? 200000 : 50000);
     while (now_ns() < until) {}
+}
+
+/* a chunk of 10 us of clock time */
+static void short_chunk(void *arg, long c, int worker)
+{
+    (void)arg;
+    (void)c;
+    (void)worker;
+    const long until = now_ns() + 10000;
+    while (now_ns() < until) {}
+}
+
+/* `n` 2-thread jobs of 10 us chunks, `gap_ns` apart: how many of them woke a sleeping worker */
+static long wakeups_of_jobs(int n, long gap_ns)
+{
+    const long w0 = mxcc_pool_wakeups();
+    for (int i = 0; i < n; i++) {
+        mxcc_parallel_chunks(2, 2, short_chunk, NULL);
+        const long until = now_ns() + gap_ns;
+        while (now_ns() < until) {}
+    }
+    return mxcc_pool_wakeups() - w0;
 }
 
 static _Atomic int hogging;
@@ -279,11 +303,22 @@ int main(int argc, char **argv)
                     narrowed_threads());
             return 1;
         }
+        /* and it sleeps between jobs (it does not poll SPIN_NS): jobs 100 us apart wake it */
+        const long woke = wakeups_of_jobs(400, 100000);
+        if (woke < 300) {
+            fprintf(stderr, "dozing: %ld of 400 jobs 100 us apart woke a sleeping worker (expected >= 300)\n", woke);
+            return 1;
+        }
         if (!narrowed_within(0, 20 * 1000000000L)) {
+            if (!two_cpus_free()) {   /* a machine that loses time without the load keeps the doze going */
+                fprintf(stderr, "two spinning threads do not get two CPUs here: the pool rightly still dozes\n");
+                return 77;
+            }
             fprintf(stderr, "20 s after the machine was busy: a worker still kept off a CPU\n");
             return 1;
         }
-        printf("ok not capped, found oversubscribed %ld times\n", mxcc_pool_caps());
+        printf("ok not capped, found oversubscribed %ld times, %ld of 400 jobs 100 us apart woke the worker\n",
+               mxcc_pool_caps(), woke);
         return 0;
     }
     if (argc > 1 && argv[1][0] == 't') {   /* "transient": a passing load gets the short first doze */

@@ -70,8 +70,8 @@ def test_pool_splits_for_fewer_threads_while_oversubscribed(tmp_path):
 def test_pool_keeps_two_threads_while_oversubscribed(tmp_path):
     """2-thread jobs are not capped however oversubscribed the machine (pool.c, CAP_MIN_THREADS), but the pool
     sees it (its workers doze between jobs): with one process busy on one of 2 cores, 2 dozing threads got more
-    done than 1 (docs/performance.md). While dozing the worker keeps off the caller's CPU, and once the doze is
-    over it may run on every CPU again."""
+    done than 1 (docs/performance.md). While dozing the worker keeps off the caller's CPU and sleeps between jobs
+    (jobs 100 us apart wake it: mxcc_pool_wakeups), and once the doze is over it may run on every CPU again."""
     r = _oversubscribed(tmp_path, "nocap")
     assert r.returncode == 0 and r.stdout.startswith("ok not capped"), r.stdout + r.stderr
 
