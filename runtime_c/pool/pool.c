@@ -43,20 +43,20 @@
  * (`doze`). Either lasts ACT_MIN_NS the first time and twice as long as the last when found again within CAP_NS, up
  * to CAP_NS (act_length): a doze of CAP_NS whatever set it cost a passing load dearly (another pool's threads
  * spinning for ~50 ms after its run, ONNX Runtime's in benchmarks/scaling.py, benchmarks/after_ort.py: the MLP b64
- * on 2 threads 93-96 us a call for the whole second against 69, AMD Zen 4 VM). A worker polling while the machine
- * is oversubscribed takes time the scheduler then charges to it; one that slept is back when woken (~13 us later
- * in a VM, which the median of short calls from Python pays: a 15 us poll cost more by mean than it saved,
- * docs/performance.md "Shared machines"). Intel Xeon 2-vCPU VM, one core busy, `<net>_bench --threads 2 --seconds 2`, mean per forward, three alternations: the
- * cap to 1 thread / 2 threads polling / 2 threads dozing: MLP b256 362-369 / 501-527 / 319-340 us, MobileNet 1.0
- * 8.9-9.1 / 11.5-12.7 / 8.6-8.8 ms, ResNet-18 24.0-24.8 / 29.6-30.9 / 23.0-24.7 ms; dozing workers that first
- * polled 20 us were slower than either, MLP b256 398-421 us. A dozing worker also keeps off the CPU the caller
- * posted the job from (keep_off: its own affinity less that CPU, its own again when the doze ends): woken by the
- * caller, the scheduler may place it on the caller's CPU, where it runs only while the caller does not, and there
- * it stayed (Linux 6.18, AMD Zen 4 2-vCPU VM, one core busy, MLP b256 on 2 threads: runs of 150-270 calls at
- * 1-thread speed, 60% of the calls). Kept off, the worker shares the busy process's core or has one alone:
- * `<net>_bench --threads 2 --seconds 2`, 3 alternations, mean per forward, ResNet-18 21.7-22.2 -> 20.8-21.4 ms,
- * MobileNet 1.0 10.6-10.9 -> 9.9-10.2 ms, MLP b64 unchanged (134-139 us); MLP b256 per call from Python, median
- * 504-507 -> 283-284 us, mean 442-456 -> 374-382. (The time the caller waits is no measure: an uneven split makes
+ * on 2 threads 93-96 us a call for the whole second against 69, AMD Zen 4 VM). A worker polling while the machine is
+ * oversubscribed takes time the scheduler then charges to it; one that slept is back when woken (~13 us later in a VM,
+ * which the median of short calls from Python pays: a 15 us poll cost more by mean than it saved, docs/performance.md
+ * "Shared machines"). Intel Xeon 2-vCPU VM, one core busy, `<net>_bench --threads 2 --seconds 2`, mean per forward,
+ * three alternations: the cap to 1 thread / 2 threads polling / 2 threads dozing: MLP b256 362-369 / 501-527 / 319-340
+ * us, MobileNet 1.0 8.9-9.1 / 11.5-12.7 / 8.6-8.8 ms, ResNet-18 24.0-24.8 / 29.6-30.9 / 23.0-24.7 ms; dozing workers
+ * that first polled 20 us were slower than either, MLP b256 398-421 us. A dozing worker also keeps off the CPU the
+ * caller posted the job from (keep_off: its own affinity less that CPU, its own again when the doze ends): woken by the
+ * caller, the scheduler may place it on the caller's CPU, where it runs only while the caller does not, and there it
+ * stayed (Linux 6.18, AMD Zen 4 2-vCPU VM, one core busy, MLP b256 on 2 threads: runs of 150-270 calls at 1-thread
+ * speed, 60% of the calls). Kept off, the worker shares the busy process's core or has one alone: `<net>_bench
+ * --threads 2 --seconds 2`, 3 alternations, mean per forward, ResNet-18 21.7-22.2 -> 20.8-21.4 ms, MobileNet 1.0
+ * 10.6-10.9 -> 9.9-10.2 ms, MLP b64 unchanged (134-139 us); MLP b256 per call from Python, median 504-507 -> 283-284
+ * us, mean 442-456 -> 374-382. (The time the caller waits is no measure: an uneven split makes
  * it wait on a quiet machine, 5% of a network's job time on 2 threads, 35-46% on 16 by the split simulator.) The
  * kernels split whole units of work (parallel.h), so no result changes.
  *
