@@ -38,19 +38,13 @@ def main() -> None:
     import numpy as np
     import onnxruntime as ort
     import mxcc
-    from mxcc.compiler.driver import plan_network
-    from mxcc.options import CompileOptions
     from mxcc.params import load_params, split_arg_aux
-    from _onnx import to_onnx
+    from _onnx import ort_session, to_onnx, typed_graph
 
     shape = {"X": (args.batch, 784)}
     params, _ = split_arg_aux(load_params(MLP / "mlp-0000.params"))
     m = mxcc.compile(MLP / "mlp-symbol.json", shape, params, threads=args.threads)
-    plan, _ = plan_network(MLP / "mlp-symbol.json", shape, CompileOptions())
-    so = ort.SessionOptions()
-    so.intra_op_num_threads, so.inter_op_num_threads = args.threads, 1
-    sess = ort.InferenceSession(to_onnx(plan.graph, params).SerializeToString(), so,
-                                providers=["CPUExecutionProvider"])
+    sess = ort_session(to_onnx(typed_graph(MLP / "mlp-symbol.json", shape), params), args.threads)
     x = np.random.default_rng(0).standard_normal(shape["X"]).astype(np.float32)
     lib = ctypes.CDLL(glob.glob(str(m.dir) + "/_mxcc_*.so")[0])
     lib.mxcc_pool_caps.restype = ctypes.c_long

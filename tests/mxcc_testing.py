@@ -214,12 +214,17 @@ def runtime_library(march: str) -> Path:
     return so
 
 
+def _from_runtime_c(path) -> tuple[str, ...]:
+    """The parts of `path` from its last "runtime_c" on (a checkout's and an installed copy's compare equal)."""
+    parts = Path(path).parts
+    return parts[max(i for i, p in enumerate(parts) if p == "runtime_c"):]
+
+
 def assert_in_runtime(sources) -> None:
     """Every source (a checkout's runtime_c/ file) is one of the runtime's (an installed mxcc's copy of them)."""
     from mxcc.compiler.build import runtime_sources
-    rel = lambda p: Path(p).parts[len(Path(p).parts) - 1 - Path(p).parts[::-1].index("runtime_c"):]  # noqa: E731
-    every = {rel(p) for p in runtime_sources()}
-    assert all(rel(s) in every for s in sources), [s for s in sources if rel(s) not in every]
+    every = {_from_runtime_c(p) for p in runtime_sources()}
+    assert all(_from_runtime_c(s) in every for s in sources), [s for s in sources if _from_runtime_c(s) not in every]
 
 
 def runnable_marches(marches, base=lambda m: m):

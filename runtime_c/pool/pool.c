@@ -638,9 +638,8 @@ void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
             atomic_store_explicit(&by_thread[t].cpu_ns, 0, memory_order_relaxed);
         }
         if (cap) {
-            const long t_now = now_ns();
-            pool.act_ns = act_length(t_now, atomic_load_explicit(&pool.cap_until, memory_order_relaxed), pool.act_ns);
-            atomic_store_explicit(&pool.cap_until, t_now + pool.act_ns, memory_order_relaxed);
+            pool.act_ns = act_length(t_end, atomic_load_explicit(&pool.cap_until, memory_order_relaxed), pool.act_ns);
+            atomic_store_explicit(&pool.cap_until, t_end + pool.act_ns, memory_order_relaxed);
             /* counted once per cap or doze: a doze that goes on is only extended */
             if (had >= CAP_MIN_THREADS)
                 atomic_store_explicit(&pool.cap, had - 1, memory_order_relaxed);
@@ -650,7 +649,7 @@ void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
                 pool.over[t] = 0;
         } else if (renew) {
             /* still losing time while the pool acts: it goes on for the length it was set to (act_length) */
-            const long until = now_ns() + pool.act_ns;
+            const long until = t_end + pool.act_ns;
             if (until > atomic_load_explicit(&pool.cap_until, memory_order_relaxed))
                 atomic_store_explicit(&pool.cap_until, until, memory_order_relaxed);
         }
