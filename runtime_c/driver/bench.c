@@ -248,8 +248,9 @@ int mxcc_bench_main(const mxcc_net *net, int argc, char **argv)
         long jobs, alone;
         mxcc_pool_stats(&jobs, &alone);
         printf("pool: %ld jobs on several threads, %ld of them run by the caller alone, %ld woke a sleeping "
-               "worker; machine found oversubscribed %ld times (a thread fewer from 4 threads, workers sleeping "
-               "between jobs below)\n", jobs, alone, mxcc_pool_wakeups(), mxcc_pool_caps());
+               "worker, %ld chunks taken back from a worker that lost its core; machine found oversubscribed %ld times "
+               "(a thread fewer from 4 threads, workers sleeping between jobs below)\n", jobs, alone,
+               mxcc_pool_wakeups(), mxcc_pool_takes(), mxcc_pool_caps());
     }
     if (mxcc_timeline_finish(&timeline, net, argv[0]) || write_outputs(net, slots, batch, argc, argv))
         return 1;

@@ -75,6 +75,10 @@ void mxcc_pool_stats(long *jobs, long *caller_only);
  * few on a quiet machine, where workers poll between jobs; most of a dozing pool's (pool.c). */
 long mxcc_pool_wakeups(void);
 
+/* How many chunks the caller took back from a worker that had claimed them and not yet begun (pool.c,
+ * take_back): 0 on a quiet machine, where a claimer begins at once. */
+long mxcc_pool_takes(void);
+
 /* How many times the pool found the machine oversubscribed (pool.c) and split for a thread fewer (jobs of 4
  * threads or more) or let its workers sleep between jobs (fewer): 0 on a quiet machine, whatever its thread
  * count. */

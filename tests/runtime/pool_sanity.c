@@ -11,6 +11,9 @@
  * it dozes the worker keeps off one CPU (the caller's) and sleeps between jobs, and it may run anywhere again
  * once the doze is over (exit 77 where that does not come while two spinning threads do not get two CPUs: a host
  * holding its vCPUs back keeps the doze going, rightly).
+ * Argument "take" (a build with TEST_STALL_NS and TEST_STALL_EVERY: every TEST_STALL_EVERY-th job's workers stop
+ * TEST_STALL_NS between claiming their own chunk and beginning it): the caller takes those chunks back, each
+ * chunk still runs once, and a claimer back after its job is over (the job's memory freed) touches nothing of it.
  * Argument "transient" (a default build): spinning threads only until the pool first finds the machine
  * oversubscribed; its doze is then the short first one (pool.c ACT_MIN_NS, an eighth of CAP_NS), over well
  * before CAP_NS. */
@@ -21,6 +24,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -281,8 +285,52 @@ static int cap_test(void)
     return 0;
 }
 
+/* a chunk of 50 us of clock time that counts its runs */
+static void slow_chunk(void *arg, long c, int worker)
+{
+    job *j = arg;
+    atomic_fetch_add(&j->hits[c], 1);
+    if (worker < 0 || worker >= j->threads)
+        atomic_store(&j->bad_worker, 1);
+    const long until = now_ns() + 50000;
+    while (now_ns() < until) {}
+}
+
+static int take_test(void)
+{
+    const long t0 = mxcc_pool_takes();
+    for (int i = 0; i < 300; i++) {
+        job *j = calloc(1, sizeof *j);
+        j->threads = 2 + i % 3;
+        j->chunks = j->threads + i % 2;      /* and one from the claim word every other job */
+        mxcc_parallel_chunks(j->chunks, j->threads, slow_chunk, j);
+        int ok = !atomic_load(&j->bad_worker);
+        for (long c = 0; c < j->chunks; c++)
+            ok = ok && atomic_load(&j->hits[c]) == 1;
+        free(j);                             /* a late claimer that ran it anyway: AddressSanitizer says so */
+        if (!ok) {
+            fprintf(stderr, "job %d (%d threads): a chunk ran twice, never, or on a worker id >= threads\n", i,
+                    2 + i % 3);
+            return 1;
+        }
+    }
+    const long taken = mxcc_pool_takes() - t0;
+    if (taken == 0) {
+        if (!two_cpus_free()) {
+            fprintf(stderr, "two spinning threads do not get two CPUs here (no worker claimed a chunk in time)\n");
+            return 77;
+        }
+        fprintf(stderr, "300 jobs, every third with its workers stopped between claim and begin: nothing taken back\n");
+        return 1;
+    }
+    printf("ok take, %ld chunks taken back\n", taken);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "take") == 0)
+        return take_test();
     if (argc > 1 && argv[1][0] == 'c')
         return cap_test();
     if (argc > 1 && argv[1][0] == 'n') {   /* "nocap": 2-thread jobs are below CAP_MIN_THREADS: they doze */

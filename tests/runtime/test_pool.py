@@ -76,6 +76,29 @@ def test_pool_keeps_two_threads_while_oversubscribed(tmp_path):
     assert r.returncode == 0 and r.stdout.startswith("ok not capped"), r.stdout + r.stderr
 
 
+@pytest.mark.parametrize("sanitize", ["", "thread", "address,undefined"])
+def test_pool_takes_back_a_claimed_chunk(sanitize, tmp_path):
+    """A worker that lost its core between claiming its chunk and beginning it (here: stopped 1 ms there, every
+    third job) has the chunk taken back by the caller once the caller is out of work (pool.c take_back): every
+    chunk still runs once, and the claimer, back after its job is over and the job's memory freed, fails to
+    begin and touches nothing (AddressSanitizer would see it; ThreadSanitizer a race on the chunk's state). A
+    begin that accepted a newer job's word let a stale claim run the next job's chunk: this caught it."""
+    exe = tmp_path / "pool_take"
+    flags = [f"-fsanitize={sanitize}", "-fno-sanitize-recover=all"] if sanitize else []
+    build = subprocess.run([CC, "-O2", "-g", *flags, "-DTEST_STALL_NS=1000000L", "-DTEST_STALL_EVERY=3",
+                            f"-I{RUNTIME}", str(Path(__file__).with_name("pool_sanity.c")),
+                            str(RUNTIME / "pool" / "pool.c"), "-lpthread", "-o", str(exe)],
+                           capture_output=True, text=True)
+    if build.returncode and sanitize and "sanitize" in build.stderr:
+        pytest.skip(f"{CC} cannot build with -fsanitize={sanitize}: {build.stderr.strip()[:200]}")
+    assert build.returncode == 0, build.stderr
+    env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1", ASAN_OPTIONS="detect_leaks=1")
+    r = subprocess.run([str(exe), "take"], capture_output=True, text=True, timeout=120, env=env)
+    if r.returncode == 77:
+        pytest.skip(r.stderr.strip())
+    assert r.returncode == 0 and r.stdout.startswith("ok take") and "WARNING" not in r.stderr, r.stdout + r.stderr
+
+
 def test_pool_act_length(tmp_path):
     """How long the pool caps or dozes (pool.c act_length): ACT_MIN_NS the first time, doubled each time it is
     found oversubscribed again within CAP_NS, CAP_NS at most, the short one again after a quiet CAP_NS."""
