@@ -7,7 +7,8 @@
  * core is busy with another process delays every region by that process's time slice (a 2-thread forward
  * 2-40x slower on a loaded 2-vCPU machine: docs/performance.md, "OpenMP under contention"). Here the chunks
  * are claimed from one atomic word; the caller claims too and then waits only for chunks that another thread
- * has claimed and is running, never for a thread that has not started: a late worker finds nothing left.
+ * has begun, never for a thread that has not started (a chunk claimed and not begun, its thread preempted in
+ * between, the caller takes back): a late worker finds nothing left.
  * With as many chunks as threads, a quiet machine runs the same split as before, one chunk per thread.
  *
  * Workers spin briefly for the next job (kernels follow each other within microseconds), then sleep on a
