@@ -7,8 +7,9 @@
  * core is busy with another process delays every region by that process's time slice (a 2-thread forward
  * 2-40x slower on a loaded 2-vCPU machine: docs/performance.md, "OpenMP under contention"). Here the chunks
  * are claimed from one atomic word; the caller claims too and then waits only for chunks that another thread
- * has begun, never for a thread that has not started (a chunk claimed and not begun, its thread preempted in
- * between, the caller takes back): a late worker finds nothing left.
+ * has begun, never for a thread that has not started (a thread's own chunk claimed and not begun, its thread
+ * preempted in between, the caller takes back; one of the extra chunks beyond `threads` is waited for once
+ * claimed): a late worker finds nothing left.
  * With as many chunks as threads, a quiet machine runs the same split as before, one chunk per thread.
  *
  * Workers spin briefly for the next job (kernels follow each other within microseconds), then sleep on a
@@ -69,7 +70,7 @@ int mxcc_pool_threads(int threads);
 int mxcc_pool_in_chunk(void);
 
 /* How many jobs ran with more than one thread, and in how many of those the caller ran every chunk itself
- * (no worker came in time): for tests and benchmarks. */
+ * (no worker came in time, or the caller took back what they had claimed): for tests and benchmarks. */
 void mxcc_pool_stats(long *jobs, long *caller_only);
 
 /* How many jobs found a worker asleep and woke it (a futex wake-up: in a VM the worker runs 10-15 us later):

@@ -253,13 +253,13 @@ static int begin(long c, uint64_t seq)
 
 #ifdef TEST_STALL_NS
 /* tests/runtime/pool_sanity.c "take": a worker stopped between claiming its chunk and beginning it */
-static void test_stall(int worker, uint64_t seq)
+static void test_stall(int worker, uint64_t seq, int own)
 {
-    if (worker && (seq >> 1) % TEST_STALL_EVERY == 0)
+    if (own && worker && (seq >> 1) % TEST_STALL_EVERY == 0)
         nanosleep(&(struct timespec){0, TEST_STALL_NS}, NULL);
 }
 #else
-#define test_stall(worker, seq) ((void)0)
+#define test_stall(worker, seq, own) ((void)0)
 #endif
 
 /* fn(arg, c, worker), timed into the window when the job is sampled; a thread's own chunk (`own`, c < threads)
@@ -268,14 +268,14 @@ static void test_stall(int worker, uint64_t seq)
 static inline int run_chunk(mxcc_chunk_fn fn, void *arg, long c, int worker, int sampled, uint64_t seq, int own)
 {
     if (!sampled) {
-        test_stall(worker, seq);
+        test_stall(worker, seq, own);
         if (own && !begin(c, seq))
             return 0;
         fn(arg, c, worker);
         return 1;
     }
     const long t0 = now_ns(), c0 = thread_cpu_ns();
-    test_stall(worker, seq);
+    test_stall(worker, seq, own);
     const int ran = !own || begin(c, seq);
     if (ran)
         fn(arg, c, worker);
@@ -604,13 +604,14 @@ static int use_pool(void)
 }
 #endif
 
-/* The caller, out of work: run every chunk of the job `seq` that a worker claimed and has not begun (its thread
- * lost its core between the two: the scheduler gave it to another process). The claimer, back, fails to begin
- * (begin) and leaves the job alone. A chunk already begun is waited for: its thread may be writing it. */
+/* The caller, out of work: run every chunk c < threads of the job `seq` that a worker claimed and has not begun
+ * (its thread lost its core between the two: the scheduler gave it to another process). The claimer, back, fails
+ * to begin (begin) and leaves the job alone. A chunk already begun is waited for: its thread may be writing it;
+ * so is one from the claim word (c >= threads: no begun word, which would take one per chunk). */
 static long take_back(uint64_t seq, int threads)
 {
     long taken = 0;
-    for (int c = 1; c < threads; c++) {
+    for (int c = 0; c < threads; c++) {   /* chunk 0 too: a worker may have claimed the caller's */
         uint64_t v = atomic_load_explicit(&pool.begun[c], memory_order_acquire);
         if (v >> 1 >= seq || atomic_load_explicit(&pool.own[c], memory_order_acquire) != seq
             || !atomic_compare_exchange_strong_explicit(&pool.begun[c], &v, seq << 1 | 1, memory_order_acq_rel,
