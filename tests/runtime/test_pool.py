@@ -13,25 +13,30 @@ from mxcc_testing import needs_gcc
 pytestmark = needs_gcc
 RUNTIME = Path(__file__).resolve().parents[2] / "runtime_c"
 CC = os.environ.get("MXCC_CC") or os.environ.get("CC") or "gcc"
+SANITIZER_ENV = dict(os.environ, TSAN_OPTIONS="halt_on_error=1", ASAN_OPTIONS="detect_leaks=1")
+
+
+def _build_sanity(exe: Path, *flags: str) -> Path:
+    """pool_sanity.c and pool.c built with `flags` into `exe`; skipped where the compiler lacks a sanitizer asked
+    for."""
+    build = subprocess.run([CC, "-O2", "-g", *flags, f"-I{RUNTIME}", str(Path(__file__).with_name("pool_sanity.c")),
+                            str(RUNTIME / "pool" / "pool.c"), "-lpthread", "-o", str(exe)],
+                           capture_output=True, text=True)
+    if build.returncode and any(f.startswith("-fsanitize") for f in flags) and "sanitize" in build.stderr:
+        pytest.skip(f"{CC} cannot build with {' '.join(flags)}: {build.stderr.strip()[:200]}")
+    assert build.returncode == 0, build.stderr
+    return exe
 
 
 @pytest.mark.parametrize("sanitize", ["", "thread", "address,undefined", "openmp", "openmp-pool"])
 def test_pool_runs_every_chunk_once(sanitize, tmp_path):
     """Without OpenMP every job runs on the pool (ThreadSanitizer cannot see into libgomp: no OpenMP there);
     with it, jobs are OpenMP regions unless mxcc_pool_enable(1) ("openmp-pool")."""
-    exe = tmp_path / "pool_sanity"
     openmp = sanitize.startswith("openmp")
-    flags = ["-O2", "-g"] + (["-fopenmp"] if openmp else [f"-fsanitize={sanitize}", "-fno-sanitize-recover=all"]
-                             if sanitize else [])
-    build = subprocess.run([CC, *flags, f"-I{RUNTIME}", str(Path(__file__).with_name("pool_sanity.c")),
-                            str(RUNTIME / "pool" / "pool.c"), "-lpthread", "-o", str(exe)],
-                           capture_output=True, text=True)
-    if build.returncode and sanitize and "sanitize" in build.stderr:
-        pytest.skip(f"{CC} cannot build with -fsanitize={sanitize}: {build.stderr.strip()[:200]}")
-    assert build.returncode == 0, build.stderr
-    env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1", ASAN_OPTIONS="detect_leaks=1")
+    flags = ["-fopenmp"] if openmp else [f"-fsanitize={sanitize}", "-fno-sanitize-recover=all"] if sanitize else []
+    exe = _build_sanity(tmp_path / "pool_sanity", *flags)
     r = subprocess.run([str(exe)] + (["pool"] if sanitize == "openmp-pool" else []), capture_output=True, text=True,
-                       timeout=300, env=env)
+                       timeout=300, env=SANITIZER_ENV)
     assert r.returncode == 0 and r.stdout.startswith("ok ") and "WARNING" not in r.stderr, r.stdout + r.stderr
     jobs, caller_only = map(int, r.stdout.split()[1:])
     if sanitize == "openmp":
@@ -46,11 +51,7 @@ def _oversubscribed(tmp_path, mode: str, *defines: str) -> subprocess.CompletedP
     """pool_sanity.c built with `defines` and run in `mode` (cap, nocap, transient); skipped where it exits 77
     (two spinning threads do not get two CPUs: a VM's host holding its vCPUs back makes every machine
     oversubscribed, and the pool rightly says so)."""
-    exe = tmp_path / f"pool_{mode}"
-    build = subprocess.run([CC, "-O2", "-g", *defines, f"-I{RUNTIME}", str(Path(__file__).with_name("pool_sanity.c")),
-                            str(RUNTIME / "pool" / "pool.c"), "-lpthread", "-o", str(exe)],
-                           capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
+    exe = _build_sanity(tmp_path / f"pool_{mode}", *defines)
     r = subprocess.run([str(exe), mode], capture_output=True, text=True, timeout=60)
     if r.returncode == 77:
         pytest.skip(r.stderr.strip())
@@ -83,17 +84,9 @@ def test_pool_takes_back_a_claimed_chunk(sanitize, tmp_path):
     chunk still runs once, and the claimer, back after its job is over and the job's memory freed, fails to
     begin and touches nothing (AddressSanitizer would see it; ThreadSanitizer a race on the chunk's state). A
     begin that accepted a newer job's word let a stale claim run the next job's chunk: this caught it."""
-    exe = tmp_path / "pool_take"
     flags = [f"-fsanitize={sanitize}", "-fno-sanitize-recover=all"] if sanitize else []
-    build = subprocess.run([CC, "-O2", "-g", *flags, "-DTEST_STALL_NS=1000000L", "-DTEST_STALL_EVERY=3",
-                            f"-I{RUNTIME}", str(Path(__file__).with_name("pool_sanity.c")),
-                            str(RUNTIME / "pool" / "pool.c"), "-lpthread", "-o", str(exe)],
-                           capture_output=True, text=True)
-    if build.returncode and sanitize and "sanitize" in build.stderr:
-        pytest.skip(f"{CC} cannot build with -fsanitize={sanitize}: {build.stderr.strip()[:200]}")
-    assert build.returncode == 0, build.stderr
-    env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1", ASAN_OPTIONS="detect_leaks=1")
-    r = subprocess.run([str(exe), "take"], capture_output=True, text=True, timeout=120, env=env)
+    exe = _build_sanity(tmp_path / "pool_take", *flags, "-DTEST_STALL_NS=1000000L", "-DTEST_STALL_EVERY=3")
+    r = subprocess.run([str(exe), "take"], capture_output=True, text=True, timeout=120, env=SANITIZER_ENV)
     if r.returncode == 77:
         pytest.skip(r.stderr.strip())
     assert r.returncode == 0 and r.stdout.startswith("ok take") and "WARNING" not in r.stderr, r.stdout + r.stderr
