@@ -3,12 +3,12 @@
  * Chunks 0 .. threads-1 belong first to the thread of that id (the caller is 0): each thread claims its own
  * chunk, so a quiet machine runs the same split every call (a layer's rows stay in the cache of the core that
  * wrote them in the layer before, as with OpenMP's static schedule). A chunk is claimed by a compare-and-swap
- * of its tag `own[c]` from an older job's number to this job's; once a thread is done with its own chunk it
+ * of its tag `tag[c].own` from an older job's number to this job's; once a thread is done with its own chunk it
  * takes the chunks beyond `threads` from the claim word, then any other thread's chunk that thread has not
  * claimed: a thread that lost its core before claiming delays nothing. Nor one that lost it between claiming its
  * chunk and beginning it (the scheduler preempts on the way back from a system call or an interrupt, and the
  * claim is often the first thing a woken worker does): a chunk c < threads is begun by a compare-and-swap of
- * `begun[c]` from an older job's number to this job's, before anything of the job is read, and the caller, out
+ * `tag[c].begun` from an older job's number to this job's, before anything of the job is read, and the caller, out
  * of work and waiting twice its own chunk time (TAKE_NS at least), swaps a claimed, not begun chunk's word to
  * "taken" and runs the chunk itself (take_back); the claimer, back, fails to begin and leaves the job alone. A
  * begun chunk is waited for: its thread is writing it. AMD EPYC family 25 model 17 2-vCPU VM, one busy process,
@@ -152,23 +152,26 @@
 #define THREADS(v) ((int)(((v) >> 48) & 0xff))
 
 static struct {
+    /* the job: written by the caller once per job, read by every thread as it starts */
     _Atomic uint64_t seq;        /* 2 x the job number; odd while the caller writes the job's fields */
-    _Atomic uint64_t claim;      /* chunks threads .. chunks-1 */
-    _Atomic uint64_t own[MAX_THREADS];   /* chunk c < threads: the sequence number of the job that claimed it */
-    _Atomic uint64_t begun[MAX_THREADS]; /* chunk c < threads: 2 x the sequence number of the job whose chunk c was
-                                          * begun by its claimer, + 1 where the caller took it back (take_back) */
     _Atomic long chunks;         /* the current job's: written under seq, relaxed (a seqlock's fields) */
     _Atomic int threads;
-    _Atomic long done;           /* chunks of the current job finished */
-    _Atomic uint32_t wake;       /* bumped per job; sleeping workers wait on it */
-    _Atomic int sleepers;
+    _Atomic int sampled;         /* the current job's chunks are timed: written under seq, relaxed */
     _Atomic(mxcc_chunk_fn) fn;
     _Atomic(void *) arg;
-    pthread_mutex_t busy;        /* held by the caller of the running job */
+    _Atomic long jobs, caller_only;
+    /* the words several threads write, each group on a cache line of its own: a line the threads take turns
+     * writing moves between their cores at each write, and a thread reading anything else on it waits for it */
+    _Alignas(64) _Atomic uint64_t claim;   /* chunks threads .. chunks-1 */
+    _Alignas(64) _Atomic long done;        /* chunks of the current job finished */
+    _Atomic long clock_ns;       /* the window's sampled chunk time, all threads */
+    _Atomic int suspect;         /* a sampled chunk lost LOST_SHARE: every job sampled until the window ends */
+    _Alignas(64) _Atomic uint32_t wake;    /* bumped per job; sleeping workers wait on it */
+    _Atomic int sleepers;
+    _Alignas(64) pthread_mutex_t busy;     /* held by the caller of the running job */
     pthread_mutex_t grow;        /* held while workers are made */
     _Atomic int workers;         /* pool threads made: ids 1..workers */
     int forked;                  /* pthread_atfork handler installed */
-    _Atomic long jobs, caller_only;
     _Atomic long wakeups;        /* jobs posted to a sleeping worker (mxcc_pool_wakeups) */
     _Atomic long caps;           /* times the cap was set (mxcc_pool_caps) */
     _Atomic long takes;          /* chunks the caller took back (mxcc_pool_takes) */
@@ -177,13 +180,18 @@ static struct {
     _Atomic int caller_cpu;      /* while dozing: the CPU the caller posted its last job from (-1: unknown) */
     _Atomic long cap_until;      /* now_ns() when the cap or the doze is lifted */
     long act_ns;                 /* how long the last cap or doze was set for (the caller's, under busy) */
-    _Atomic long clock_ns;       /* the window's sampled chunk time, all threads */
-    _Atomic int sampled;         /* the current job's chunks are timed: written under seq, relaxed */
-    _Atomic int suspect;         /* a sampled chunk lost LOST_SHARE: every job sampled until the window ends */
     long window_start;           /* now_ns() when the window began (the caller's, under busy) */
     int window_threads;          /* the most threads a job of the window had (the caller's, under busy) */
     unsigned char over[MAX_THREADS];   /* per thread: windows in a row it lost LOST_SHARE (the caller's) */
 } pool = {.busy = PTHREAD_MUTEX_INITIALIZER, .grow = PTHREAD_MUTEX_INITIALIZER, .caller_cpu = -1};
+
+/* chunk c < threads, on a cache line of its own (its claimer writes both words; 2-16 claimers at once):
+ * own: the sequence number of the job that claimed it; begun: 2 x the sequence number of the job whose chunk c
+ * was begun by its claimer, + 1 where the caller took it back (take_back) */
+static struct {
+    _Alignas(64) _Atomic uint64_t own;
+    _Atomic uint64_t begun;
+} tag[MAX_THREADS];
 
 /* each thread's sampled chunk time in the window, by the clock and by its CPU clock: its own cache line */
 static struct {
@@ -224,9 +232,9 @@ static void futex_wake_all(_Atomic uint32_t *word)
 /* Claim chunk c (< threads) of the job whose sequence number is `seq`: 1 if this thread now holds it. */
 static int claim_own(long c, uint64_t seq)
 {
-    uint64_t v = atomic_load_explicit(&pool.own[c], memory_order_acquire);
+    uint64_t v = atomic_load_explicit(&tag[c].own, memory_order_acquire);
     while (v < seq)
-        if (atomic_compare_exchange_weak_explicit(&pool.own[c], &v, seq, memory_order_acq_rel, memory_order_acquire))
+        if (atomic_compare_exchange_weak_explicit(&tag[c].own, &v, seq, memory_order_acq_rel, memory_order_acquire))
             return 1;
     return 0;        /* taken in this job, or a newer job has begun (this one is over) */
 }
@@ -243,9 +251,9 @@ static inline long thread_cpu_ns(void)
  * job's chunk c, whose fields it never read. */
 static int begin(long c, uint64_t seq)
 {
-    uint64_t v = atomic_load_explicit(&pool.begun[c], memory_order_acquire);
+    uint64_t v = atomic_load_explicit(&tag[c].begun, memory_order_acquire);
     while (v >> 1 < seq)
-        if (atomic_compare_exchange_weak_explicit(&pool.begun[c], &v, seq << 1, memory_order_acq_rel,
+        if (atomic_compare_exchange_weak_explicit(&tag[c].begun, &v, seq << 1, memory_order_acq_rel,
                                                   memory_order_acquire))
             return 1;
     return 0;
@@ -412,8 +420,8 @@ static void after_fork_child(void)
     atomic_store(&pool.claim, 0);
     atomic_store(&pool.seq, 0);
     for (int c = 0; c < MAX_THREADS; c++) {
-        atomic_store(&pool.own[c], 0);
-        atomic_store(&pool.begun[c], 0);
+        atomic_store(&tag[c].own, 0);
+        atomic_store(&tag[c].begun, 0);
     }
     atomic_store(&pool.sleepers, 0);
     /* a window half measured by the parent's threads, or its cap, says nothing of the child's */
@@ -612,9 +620,9 @@ static long take_back(uint64_t seq, int threads)
 {
     long taken = 0;
     for (int c = 0; c < threads; c++) {   /* chunk 0 too: a worker may have claimed the caller's */
-        uint64_t v = atomic_load_explicit(&pool.begun[c], memory_order_acquire);
-        if (v >> 1 >= seq || atomic_load_explicit(&pool.own[c], memory_order_acquire) != seq
-            || !atomic_compare_exchange_strong_explicit(&pool.begun[c], &v, seq << 1 | 1, memory_order_acq_rel,
+        uint64_t v = atomic_load_explicit(&tag[c].begun, memory_order_acquire);
+        if (v >> 1 >= seq || atomic_load_explicit(&tag[c].own, memory_order_acquire) != seq
+            || !atomic_compare_exchange_strong_explicit(&tag[c].begun, &v, seq << 1 | 1, memory_order_acq_rel,
                                                         memory_order_acquire))
             continue;
         atomic_load_explicit(&pool.fn, memory_order_relaxed)(atomic_load_explicit(&pool.arg, memory_order_relaxed),
