@@ -432,11 +432,25 @@ def _winograd_fits(C: int, W: int, OW: int, O: int, tb: int, tb0: int, isa: Isa)
     return ob_max >= isa.nr and _winograd_scratch(C, W, OW, O, tb, isa, ob_max) <= room
 
 
-def winograd_units(tiles: int, tb0: int, npanels: int, nt: int, isa: Isa) -> tuple[int, int]:
-    """winograd_f32.c choose_units: (tb, nparts) for nt threads."""
+WINOGRAD_WHOLE_U_BYTES = 4 << 20   # winograd_f32.c WHOLE_U_BYTES
+WINOGRAD_WHOLE_MIN_EFF = 0.875     # and WHOLE_MIN_EFF
+
+
+def winograd_units(tiles: int, tb0: int, npanels: int, nt: int, isa: Isa, whole_u: bool = False) -> tuple[int, int]:
+    """winograd_f32.c choose_units: (tb, nparts) for nt threads. whole_u: U (36 C O floats) is at most
+    WHOLE_U_BYTES, and tile blocks alone, one per thread, are taken where they balance."""
     mr = isa.mr
     tp, nblocks0 = _cdiv(tiles, mr), _cdiv(tiles, tb0)
     tb, nparts = tb0, (min(npanels, _cdiv(2 * nt, nblocks0)) if nt > 1 and nblocks0 < 2 * nt else 1)
+    if whole_u and nparts > 1:
+        for bp in range(tb0 // mr, 0, -1):
+            nblocks = _cdiv(tp, bp)
+            if nblocks < nt:
+                continue
+            bpb = _cdiv(tp, nblocks)
+            if tp / nt / (_cdiv(nblocks, nt) * bpb) >= WINOGRAD_WHOLE_MIN_EFF:
+                return bpb * mr, 1
+            break
     best, seen = -1.0, -1
     for bp in range(tb0 // mr, 0, -1):
         if nt <= 1:
@@ -466,7 +480,7 @@ def winograd_split(C: int, H: int, W: int, OH: int, OW: int, batch: int, O: int,
     npanels = _cdiv(O, isa.nr)
     atoms = _cdiv(tiles, isa.mr) * npanels
     pays = T if parallel else 1   # no FLOPs rule: tiles are big
-    tb, nparts = winograd_units(tiles, tb0, npanels, pays, isa)
+    tb, nparts = winograd_units(tiles, tb0, npanels, pays, isa, 36 * C * O * 4 <= WINOGRAD_WHOLE_U_BYTES)
     if tb != tb0 and not _winograd_fits(C, W, OW, O, tb, tb0, isa):
         nblocks0 = _cdiv(tiles, tb0)
         tb, nparts = tb0, (min(npanels, _cdiv(2 * pays, nblocks0)) if pays > 1 and nblocks0 < 2 * pays else 1)

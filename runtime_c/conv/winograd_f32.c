@@ -21,7 +21,8 @@
  * tiles evenly (block_grain).
  * Threads take contiguous runs of (tile block, output-channel part) units; the output channels are split
  * only when tile blocks are fewer than 2 per thread (e.g. 512 x 7 x 7, batch 1: 4 tiles), and blocks are made
- * smaller when they are too few for the threads (choose_units). With channel parts, the blocks' input
+ * smaller when they are too few for the threads (choose_units; first, where U is small, so that each thread
+ * has tile blocks alone: WHOLE_U_BYTES). With channel parts, the blocks' input
  * transforms run first as a job of their own (a channel slice per part, into the block's scratch slot), so
  * that no part transforms a block again.
  *
@@ -956,17 +957,48 @@ static void transform_part(void *arg, long part, int worker)
         input_block(p, j->x, t0, t1, c0, c1, j->scratch + b * p->per_thread + p->v_off, s);
 }
 
+/* Tile blocks alone, one thread's each, rather than channel parts, where U is at most WHOLE_U_BYTES: each thread
+ * then transforms the input rows it reads and writes the output rows of all channels, and nothing it reads was
+ * made by another thread in the same call; channel parts of one block read that block's V, which all threads
+ * made together (two_phase: a second job, and V crossing between cores), or each make it again. The price is U,
+ * read whole by every thread instead of a part each: cheap while U stays in cache, not when it streams from
+ * memory. AMD EPYC family 25 model 17 (1 MiB L2, 32 MiB L3), 2 threads, `<net>_bench --profile`, alternating,
+ * 2026-11-28: ResNet-18 stage 2 (128 x 28 x 28, U 2.25 MiB: 49 tiles as 28 + 21 instead of 49 x 2 channel
+ * halves) 434-441 -> 376-386 us, SqueezeNet 1.1's 27x27 and 13x13 expand layers (U 0.6-2.25 MiB) 141 -> 119,
+ * 105 -> 88, 166 -> 137 us, but ResNet-18 stage 3 (256 x 14 x 14, U 9 MiB) 598-604 -> 633-645 us. */
+#ifndef WHOLE_U_BYTES
+#define WHOLE_U_BYTES (4L << 20)
+#endif
+/* The least efficiency (tiles of the busiest block against an even share) that takes tile blocks alone: 49 tiles
+ * in 28 + 21 on 2 threads (7/8) measured faster than 2 channel halves of one block, above. */
+#define WHOLE_MIN_EFF 0.875
+
 /* How nt threads share the layer: units of (tile block, part of the output-channel panels). plan_of's
  * cache-sized blocks while they give every thread work (parts of the channels only when blocks are few, as
  * few as make 2 units per thread); otherwise (few tiles for many threads: 14x14 tiles on 16 threads) the
  * blocks and channel parts whose busiest thread has the least work, counted in MR-tile x NR-channel panels
  * (ties: larger blocks, then fewer channel parts, which transform the input once per block). The tile block
  * does not change any sum: the result is the same for every split. codegen/splits.py models this. */
-static void choose_units(long tiles, long tb0, int npanels, int nt, long *tb, int *nparts)
+static void choose_units(long tiles, long tb0, int npanels, int nt, int whole_u, long *tb, int *nparts)
 {
     const long tp = ceil_div(tiles, MR), nblocks0 = ceil_div(tiles, tb0);
     *tb = tb0;
     *nparts = nt > 1 && nblocks0 < 2L * nt ? (int)min_l(npanels, ceil_div(2L * nt, nblocks0)) : 1;
+    if (whole_u && *nparts > 1) {
+        /* tile blocks alone (WHOLE_U_BYTES): the largest that give every thread one, if they balance */
+        for (long bp = tb0 / MR; bp >= 1; bp--) {
+            const long nblocks = ceil_div(tp, bp);
+            if (nblocks < nt)
+                continue;
+            const long bpb = ceil_div(tp, nblocks);
+            if ((double)tp / nt / ((double)ceil_div(nblocks, nt) * bpb) >= WHOLE_MIN_EFF) {
+                *tb = bpb * MR;
+                *nparts = 1;
+                return;
+            }
+            break;
+        }
+    }
     double best = -1.0;
     long seen = -1;
     for (long bp = tb0 / MR; bp >= 1 && nt > 1; bp--) {
@@ -1002,7 +1034,7 @@ void mxcc_winograd_f43_f32(const mxcc_conv_geom *g, int batch, int O, const floa
     int nt = parallel && omp_get_level() == 0 && !mxcc_pool_in_chunk() ? mxcc_pool_threads(omp_get_max_threads()) : 1;
     long tb;
     int nparts;
-    choose_units(pl.tiles, pl.tb, npanels, nt, &tb, &nparts);
+    choose_units(pl.tiles, pl.tb, npanels, nt, 36L * pl.C * O * (long)sizeof(float) <= WHOLE_U_BYTES, &tb, &nparts);
     if (tb != pl.tb) {
         /* the scratch is sized for plan_of's blocks: smaller blocks take larger output-channel blocks (M_BYTES
          * of M), so those are cut back to what the scratch holds (SqueezeNet's 64 -> 256 at 13x13 on 32
