@@ -21,6 +21,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -207,6 +208,32 @@ def cpu_shares(processes: int | None = None, seconds: float = 0.5) -> list[float
     procs = [subprocess.Popen([sys.executable, "-c", _SPIN.format(seconds=seconds)], stdout=subprocess.PIPE,
                               text=True) for _ in range(n)]
     return [float(p.communicate()[0]) for p in procs]
+
+
+def cross_core(threads: int = 2) -> dict | None:
+    """What handing data between cores costs now: benchmarks/pool_jobs.c at `threads` threads (an empty job of
+    mxcc's pool, and reading 128 KB that another core wrote in the job before, less reading one's own). A VM's
+    vCPUs can sit close or far apart, and the host moves them: the AMD Zen 4 2-vCPU VM alternates, minutes at a
+    time, between ~15 us (empty job 0.5 us) and ~60 us (1.3 us), and every 2-thread forward of both engines
+    is slower in the second (SqueezeNet's 1.5-2x). None where it cannot be built (no gcc)."""
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = Path(tmp) / "pool_jobs"
+        built = subprocess.run(["gcc", "-O3", "-march=native", "-pthread", f"-I{root / 'runtime_c' / 'pool'}",
+                                str(root / "benchmarks" / "pool_jobs.c"), str(root / "runtime_c" / "pool" / "pool.c"),
+                                "-o", str(exe)], capture_output=True)
+        if built.returncode != 0:
+            return None
+        out = subprocess.run([str(exe), str(threads)], capture_output=True, text=True).stdout.split()
+    # the last row: threads, empty us, fma us, x, local us, remote us, remote-local
+    return {"threads": int(out[-7]), "empty_us": float(out[-6]), "remote_extra_us": float(out[-1])}
+
+
+def describe_cross_core(c: dict | None) -> str:
+    if c is None:
+        return "cross-core cost not measured (benchmarks/pool_jobs.c did not build)"
+    return (f"an empty {c['threads']}-thread job {c['empty_us']:.2f} us, reading 128 KB another core wrote "
+            f"{c['remote_extra_us']:.0f} us more than one's own")
 
 
 def print_table(rows: list[dict], columns: list[tuple[str, str]]) -> None:

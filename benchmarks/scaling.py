@@ -15,7 +15,9 @@ mxcc's time, ORT/mxcc, and each engine's speed-up over its own 1-thread time. Ti
 preemption touched and those it did, and the median sees only the first (one core busy, 2 threads, ORT's MLP
 b256 read median 0.26 ms and mean 0.56 ms). Networks over 20 GFLOP (batch 32) take 3 calls per round. The
 output also says what share of a CPU one spinning process per CPU got just before the run (harness.cpu_shares):
-below 0.95, the host held the VM back and the multi-thread rows measure that too.
+below 0.95, the host held the VM back and the multi-thread rows measure that too; and what handing data
+between two cores cost before and after the run (harness.cross_core): a VM whose vCPUs the host placed far
+apart runs every multi-thread row of both engines slower.
 
 On a bare many-core machine with numpy, onnx and onnxruntime but not mxcc's dependencies, carry wheels:
     pip download --no-deps --only-binary=:all: -d .whl cffi pycparser jinja2 markupsafe   (for its Python)
@@ -64,15 +66,16 @@ def main() -> None:
                          "shared with other work, as servers are")
     args = ap.parse_args()
     shares = harness.cpu_shares()   # before the busy processes: what the host gives this VM now
+    cross = harness.cross_core()
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     try:
-        run(args, shares)
+        run(args, shares, cross)
     finally:
         for p in busy:
             p.kill()
 
 
-def run(args, shares: list[float]) -> None:
+def run(args, shares: list[float], cross: dict | None) -> None:
     threads = [int(t) for t in args.threads.split(",")]
     batches = QUICK if args.quick else {n: BATCHES[n] for n in args.nets.split(",")}
     if args.batches:
@@ -94,6 +97,9 @@ def run(args, shares: list[float]) -> None:
     print(f"Host check before the run: {len(shares)} spinning processes got "
           f"{', '.join(f'{x:.2f}' for x in shares)} of a CPU each"
           + ("" if min(shares) >= 0.95 else " (the host held this machine back: multi-thread rows measure it too)"))
+    after = harness.cross_core() if not args.busy else None   # a busy process would be in the measurement
+    print(f"Cross-core before the run: {harness.describe_cross_core(cross)}"
+          + (f"; after: {harness.describe_cross_core(after)}" if after else ""))
     rows = []
     for net, bs in batches.items():
         for b in bs:
@@ -115,7 +121,7 @@ def run(args, shares: list[float]) -> None:
                                (f"mxcc x vs {threads[0]} thr", "mxcc_speedup"),
                                (f"ORT x vs {threads[0]} thr", "ort_speedup")])
     harness.append_jsonl(args.json, [dict(r, bench="scaling", cpu=harness.cpu_info()["model"], busy=args.busy,
-                                          cpu_shares=shares,
+                                          cpu_shares=shares, cross_core=[cross, after],
                                           onnxruntime=onnxruntime.__version__) for r in rows])
 
 
