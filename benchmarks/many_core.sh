@@ -20,8 +20,9 @@
 #     MobileNet 1.0;
 #  5. with BASE: the five CNNs at batch 1 built by BASE and by this checkout, each from its own directory
 #     (`python3 -m mxcc` imports the package of the working directory before any on PYTHONPATH: a build run
-#     from here with PYTHONPATH=BASE is this checkout's), `<net>_bench --threads <most> --seconds 1 --pool`
-#     alternating, 5 rounds (the pool line says when the cap engaged).
+#     from here with PYTHONPATH=BASE is this checkout's), `<net>_bench --threads T --seconds 1 --pool`
+#     alternating, 5 rounds (the pool line says when the cap engaged), for T in $AB_THREADS (comma-separated;
+#     default: the most threads).
 set -u
 out=${1:-many_core_out}
 mkdir -p "$out"
@@ -73,7 +74,8 @@ for net in resnet18_v1 resnet50_v1 mobilenet1.0; do
     python3 benchmarks/cnn.py --nets "$net" --batch 1 --layers 100 --threads "$most"
 done
 if [ -n "$base" ]; then
-    echo "== A/B at $most threads: $base vs this checkout ($SECONDS s)"
+    ab_threads=${AB_THREADS:-$most}
+    echo "== A/B at ${ab_threads} threads: $base vs this checkout ($SECONDS s)"
     ab=$(mktemp -d)
     here=$PWD
     for net in resnet18_v1 resnet50_v1 mobilenet1.0 mobilenetv2_1.0 squeezenet1.1; do
@@ -87,10 +89,12 @@ if [ -n "$base" ]; then
     done
     wait_for=$(jobs -p); [ -n "$wait_for" ] && wait $wait_for
     for r in 1 2 3 4 5; do
-        for net in resnet18_v1 resnet50_v1 mobilenet1.0 mobilenetv2_1.0 squeezenet1.1; do
-            for side in base this; do
-                [ -x "$ab/${side}_$net/x_bench" ] || continue
-                echo "$r $net $side $("$ab/${side}_$net/x_bench" --threads "$most" --seconds 1 --pool | tr '\n' ' ')"
+        for t in ${ab_threads//,/ }; do
+            for net in resnet18_v1 resnet50_v1 mobilenet1.0 mobilenetv2_1.0 squeezenet1.1; do
+                for side in base this; do
+                    [ -x "$ab/${side}_$net/x_bench" ] || continue
+                    echo "$r $net $side $("$ab/${side}_$net/x_bench" --threads "$t" --seconds 1 --pool | tr '\n' ' ')"
+                done
             done
         done
     done
