@@ -438,19 +438,28 @@ WINOGRAD_WHOLE_MIN_EFF = 0.875     # and WHOLE_MIN_EFF
 
 def winograd_units(tiles: int, tb0: int, npanels: int, nt: int, isa: Isa, whole_u: bool = False) -> tuple[int, int]:
     """winograd_f32.c choose_units: (tb, nparts) for nt threads. whole_u: U (36 C O floats) is at most
-    WHOLE_U_BYTES, and tile blocks alone, one per thread, are taken where they balance."""
+    WHOLE_U_BYTES; where the balanced split's channel parts would share V (no more blocks than threads), the
+    largest tile blocks alone that give every thread one are taken if they balance to WHOLE_MIN_EFF."""
+    tb, nparts = _winograd_balanced_units(tiles, tb0, npanels, nt, isa)
+    if not whole_u or nparts <= 1 or _cdiv(tiles, tb) > nt:
+        return tb, nparts
+    tp = _cdiv(tiles, isa.mr)
+    for bp in range(tb0 // isa.mr, 0, -1):
+        nblocks = _cdiv(tp, bp)
+        if nblocks < nt:
+            continue
+        bpb = _cdiv(tp, nblocks)
+        if tp / nt / (_cdiv(nblocks, nt) * bpb) >= WINOGRAD_WHOLE_MIN_EFF:
+            return bpb * isa.mr, 1
+        break
+    return tb, nparts
+
+
+def _winograd_balanced_units(tiles: int, tb0: int, npanels: int, nt: int, isa: Isa) -> tuple[int, int]:
+    """winograd_f32.c balanced_units."""
     mr = isa.mr
     tp, nblocks0 = _cdiv(tiles, mr), _cdiv(tiles, tb0)
     tb, nparts = tb0, (min(npanels, _cdiv(2 * nt, nblocks0)) if nt > 1 and nblocks0 < 2 * nt else 1)
-    if whole_u and nparts > 1:
-        for bp in range(tb0 // mr, 0, -1):
-            nblocks = _cdiv(tp, bp)
-            if nblocks < nt:
-                continue
-            bpb = _cdiv(tp, nblocks)
-            if tp / nt / (_cdiv(nblocks, nt) * bpb) >= WINOGRAD_WHOLE_MIN_EFF:
-                return bpb * mr, 1
-            break
     best, seen = -1.0, -1
     for bp in range(tb0 // mr, 0, -1):
         if nt <= 1:

@@ -21,8 +21,8 @@
  * tiles evenly (block_grain).
  * Threads take contiguous runs of (tile block, output-channel part) units; the output channels are split
  * only when tile blocks are fewer than 2 per thread (e.g. 512 x 7 x 7, batch 1: 4 tiles), and blocks are made
- * smaller when they are too few for the threads (choose_units; first, where U is small, so that each thread
- * has tile blocks alone: WHOLE_U_BYTES). With channel parts, the blocks' input
+ * smaller when they are too few for the threads (choose_units; where U is small, tile blocks alone rather than
+ * channel parts that share V: WHOLE_U_BYTES). With channel parts, the blocks' input
  * transforms run first as a job of their own (a channel slice per part, into the block's scratch slot), so
  * that no part transforms a block again.
  *
@@ -979,26 +979,11 @@ static void transform_part(void *arg, long part, int worker)
  * blocks and channel parts whose busiest thread has the least work, counted in MR-tile x NR-channel panels
  * (ties: larger blocks, then fewer channel parts, which transform the input once per block). The tile block
  * does not change any sum: the result is the same for every split. codegen/splits.py models this. */
-static void choose_units(long tiles, long tb0, int npanels, int nt, int whole_u, long *tb, int *nparts)
+static void balanced_units(long tiles, long tb0, int npanels, int nt, long *tb, int *nparts)
 {
     const long tp = ceil_div(tiles, MR), nblocks0 = ceil_div(tiles, tb0);
     *tb = tb0;
     *nparts = nt > 1 && nblocks0 < 2L * nt ? (int)min_l(npanels, ceil_div(2L * nt, nblocks0)) : 1;
-    if (whole_u && *nparts > 1) {
-        /* tile blocks alone (WHOLE_U_BYTES): the largest that give every thread one, if they balance */
-        for (long bp = tb0 / MR; bp >= 1; bp--) {
-            const long nblocks = ceil_div(tp, bp);
-            if (nblocks < nt)
-                continue;
-            const long bpb = ceil_div(tp, nblocks);
-            if ((double)tp / nt / ((double)ceil_div(nblocks, nt) * bpb) >= WHOLE_MIN_EFF) {
-                *tb = bpb * MR;
-                *nparts = 1;
-                return;
-            }
-            break;
-        }
-    }
     double best = -1.0;
     long seen = -1;
     for (long bp = tb0 / MR; bp >= 1 && nt > 1; bp--) {
@@ -1018,6 +1003,28 @@ static void choose_units(long tiles, long tb0, int npanels, int nt, int whole_u,
                 *nparts = np;
             }
         }
+    }
+}
+
+/* balanced_units, unless its channel parts would share V (as many blocks as threads at most, two_phase) where U is
+ * small (whole_u: WHOLE_U_BYTES): then the largest tile blocks alone that give every thread one, if they balance to
+ * WHOLE_MIN_EFF. */
+static void choose_units(long tiles, long tb0, int npanels, int nt, int whole_u, long *tb, int *nparts)
+{
+    balanced_units(tiles, tb0, npanels, nt, tb, nparts);
+    if (!whole_u || *nparts <= 1 || ceil_div(tiles, *tb) > nt)
+        return;
+    const long tp = ceil_div(tiles, MR);
+    for (long bp = tb0 / MR; bp >= 1; bp--) {
+        const long nblocks = ceil_div(tp, bp);
+        if (nblocks < nt)
+            continue;
+        const long bpb = ceil_div(tp, nblocks);
+        if ((double)tp / nt / ((double)ceil_div(nblocks, nt) * bpb) >= WHOLE_MIN_EFF) {
+            *tb = bpb * MR;
+            *nparts = 1;
+        }
+        return;
     }
 }
 

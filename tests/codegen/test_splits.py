@@ -103,6 +103,24 @@ def test_winograd_takes_smaller_blocks_for_many_threads():
     assert s16.ideal == pytest.approx(28 / 32) and s16.efficiency == pytest.approx(s16.ideal, abs=0.01)
 
 
+def test_winograd_tile_blocks_alone_where_u_is_small():
+    """winograd_f32.c choose_units: where the balanced split's channel parts would share V (two jobs, V crossing
+    cores) and U is at most WHOLE_U_BYTES, tile blocks alone, one per thread, if they balance to 7/8."""
+    isa = splits.ISAS["avx512"]
+    # SqueezeNet's 64 -> 256 expand at 13x13 (U 2.25 MiB): 16 tiles as 8 + 8, one job
+    s = splits.winograd_split(64, 15, 15, 13, 13, 1, 256, 2, isa)
+    assert "2 even tile blocks of 8 = 2 units" in s.how and s.jobs_per_call == 1
+    # ResNet's 128 x 28 x 28 (U 2.25 MiB): 49 tiles as 28 + 21 (7/8), not one block in 2 channel halves
+    s = splits.winograd_split(128, 30, 30, 28, 28, 1, 128, 2, isa)
+    assert "2 tile blocks of 28 = 2 units" in s.how and s.efficiency == pytest.approx(0.875)
+    # ResNet's 256 x 14 x 14 (U 9 MiB, streamed from memory): channel parts sharing V, as before
+    s = splits.winograd_split(256, 16, 16, 14, 14, 1, 256, 2, isa)
+    assert "x 2 channel parts" in s.how and s.jobs_per_call == 2
+    # batch 32: no shared V to avoid (more blocks than threads), the balanced split stays
+    s = splits.winograd_split(128, 30, 30, 28, 28, 32, 128, 16, isa)
+    assert "x 4 channel parts" in s.how and s.jobs_per_call == 1
+
+
 def test_winograd_blocks_share_the_tiles_evenly_where_that_pays():
     """winograd_f32.c block_grain: even blocks (of whole tile rows where blocks of tb start on rows) where the
     busiest then computes fewer GEMM rows; else tb tiles each."""
@@ -192,7 +210,7 @@ def test_model_parts_are_the_runtime_chunks(net, shapes, tmp_path):
     mxcc.compile(js, shapes, out_dir=out, name="net")
     plan, _ = plan_network(str(js), shapes, CompileOptions())
     calls = lower(plan, "net")
-    for t in (5, 16, 32):
+    for t in (2, 5, 8, 16, 32):
         r = subprocess.run([str(out / "net_bench"), "--simulate-threads", str(t), "--simulate-json", "-",
                             "--iters", "1", "--warmup", "0"], capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
