@@ -969,8 +969,10 @@ static void transform_part(void *arg, long part, int worker)
 #ifndef WHOLE_U_BYTES
 #define WHOLE_U_BYTES (4L << 20)
 #endif
-/* The least efficiency (tiles of the busiest block against an even share) that takes tile blocks alone: 49 tiles
- * in 28 + 21 on 2 threads (7/8) measured faster than 2 channel halves of one block, above. */
+/* The least balance, in MR-tile panels (an even share against the busiest thread's), that takes tile blocks alone.
+ * The cases measured above are 1 by panels (49 tiles, 4 panels, as 2 + 2: 28 + 21 tiles); ResNet's 56x56 on 4
+ * threads (14 panels as 4 + 4 + 4 + 2) and on 8 (14 blocks of 1) are 7/8, and measured only by the split simulator
+ * (docs/performance.md, "Thread scaling"). */
 #define WHOLE_MIN_EFF 0.875
 
 /* How nt threads share the layer: units of (tile block, part of the output-channel panels). plan_of's
