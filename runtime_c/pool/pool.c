@@ -159,16 +159,16 @@ static struct {
     _Atomic int sampled;         /* the current job's chunks are timed: written under seq, relaxed */
     _Atomic(mxcc_chunk_fn) fn;
     _Atomic(void *) arg;
-    _Atomic long jobs, caller_only;
+    _Atomic uint32_t wake;       /* bumped per job; polling workers watch it, sleeping ones wait on it */
+    _Atomic int sleepers;
     /* the words several threads write, each group on a cache line of its own: a line the threads take turns
      * writing moves between their cores at each write, and a thread reading anything else on it waits for it */
     _Alignas(64) _Atomic uint64_t claim;   /* chunks threads .. chunks-1 */
     _Alignas(64) _Atomic long done;        /* chunks of the current job finished */
     _Atomic long clock_ns;       /* the window's sampled chunk time, all threads */
     _Atomic int suspect;         /* a sampled chunk lost LOST_SHARE: every job sampled until the window ends */
-    _Alignas(64) _Atomic uint32_t wake;    /* bumped per job; sleeping workers wait on it */
-    _Atomic int sleepers;
     _Alignas(64) pthread_mutex_t busy;     /* held by the caller of the running job */
+    _Atomic long jobs, caller_only;
     pthread_mutex_t grow;        /* held while workers are made */
     _Atomic int workers;         /* pool threads made: ids 1..workers */
     int forked;                  /* pthread_atfork handler installed */
