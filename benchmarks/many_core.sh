@@ -10,7 +10,7 @@
 # In order, each step's results written to OUTDIR as soon as it ends (a run cut short keeps what it did):
 #  1. the machine: CPU model and flags, gcc, Python and the packages' versions; benchmarks/pool_jobs.c (what a
 #     job costs apart from the kernels: the hand-off, FMA throughput with all threads busy, reading what another
-#     core wrote);
+#     core wrote), and with BASE, BASE's pool against this one's, 3 rounds alternating;
 #  2. benchmarks/scaling.py: mxcc vs ORT, the five CNNs at batch 1 and 32 and the MLP at 1/64/256, for THREADS
 #     (one round: ORT/mxcc per row; scaling.jsonl has every timing);
 #  3. the split simulator against the real thing: for ResNet-18, ResNet-50 and MobileNet 1.0 at batch 1, the
@@ -53,6 +53,14 @@ gcc --version | head -1
 python3 -c "import sys, numpy, onnxruntime, cffi; print(sys.version.split()[0], 'numpy', numpy.__version__, 'ORT', onnxruntime.__version__, 'cffi', cffi.__version__)" || exit 1
 gcc -O3 -march=native -pthread -Iruntime_c/pool benchmarks/pool_jobs.c runtime_c/pool/pool.c -o /tmp/pool_jobs \
     && /tmp/pool_jobs "$most"
+if [ -n "$base" ] && [ -f "$base/runtime_c/pool/pool.c" ] \
+    && gcc -O3 -march=native -pthread -I"$base/runtime_c/pool" benchmarks/pool_jobs.c "$base/runtime_c/pool/pool.c" \
+        -o /tmp/pool_jobs_base; then
+    for r in 1 2 3; do   # the pool's own cost, BASE's and this checkout's alternating
+        echo "pool_jobs base, round $r"; /tmp/pool_jobs_base "$most" | tail -n +3
+        echo "pool_jobs this, round $r"; /tmp/pool_jobs "$most" | tail -n +3
+    done
+fi
 
 echo "== scaling ($SECONDS s)"
 python3 benchmarks/scaling.py --threads "$threads" --rounds 1 --json "$out/scaling.jsonl"
