@@ -215,7 +215,7 @@ def cross_core(threads: int = 2) -> dict | None:
     mxcc's pool, and reading 128 KB that another core wrote in the job before, less reading one's own). A VM's
     vCPUs can sit close or far apart, and the host moves them: the AMD Zen 4 2-vCPU VM alternates, minutes at a
     time, between ~15 us (empty job 0.5 us) and ~60 us (1.3 us), and every 2-thread forward of both engines
-    is slower in the second (SqueezeNet's 1.5-2x). None where it cannot be built (no gcc)."""
+    is slower in the second (SqueezeNet's 1.5-2x). None where it cannot be built (no gcc) or run."""
     root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tmp:
         exe = Path(tmp) / "pool_jobs"
@@ -224,14 +224,17 @@ def cross_core(threads: int = 2) -> dict | None:
                                 "-o", str(exe)], capture_output=True)
         if built.returncode != 0:
             return None
-        out = subprocess.run([str(exe), str(threads)], capture_output=True, text=True).stdout.split()
+        ran = subprocess.run([str(exe), str(threads)], capture_output=True, text=True)
+    out = ran.stdout.split()
+    if ran.returncode != 0 or len(out) < 7:
+        return None
     # the last row: threads, empty us, fma us, x, local us, remote us, remote-local
     return {"threads": int(out[-7]), "empty_us": float(out[-6]), "remote_extra_us": float(out[-1])}
 
 
 def describe_cross_core(c: dict | None) -> str:
     if c is None:
-        return "cross-core cost not measured (benchmarks/pool_jobs.c did not build)"
+        return "cross-core cost not measured (benchmarks/pool_jobs.c did not build or run)"
     return (f"an empty {c['threads']}-thread job {c['empty_us']:.2f} us, reading 128 KB another core wrote "
             f"{c['remote_extra_us']:.0f} us more than one's own")
 
