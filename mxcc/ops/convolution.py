@@ -209,7 +209,7 @@ def _dw_channel_blocks(a: ConvAttrs, x: tuple) -> bool:
     """Whether an AVX-512 build computes this depthwise layer 16 channels at a time (depthwise_f32.c: where the
     flat kernel fits, mxcc_depthwise_flat_fits with 16 lanes, and mxcc_depthwise_cblock_kernel takes the
     geometry; a fused residual, unknown here, sends it back to the flat kernel, which the tuner then times
-    twice). 2-D, 3x3, equal strides of 1 or 2, no dilation, at least 16 channels, planes of at most 16 x 16."""
+    twice, as it does on AMD family 25, where MXCC_DW_AUTO keeps the flat kernel). 2-D, 3x3, equal strides of 1 or 2, no dilation, at least 16 channels, planes of at most 16 x 16."""
     k, s, p, d = a.geometry()
     if a.nsp != 2 or tuple(k) != (3, 3) or tuple(d) != (1, 1) or s[0] != s[1] or s[0] > 2 or x[1] < 16:
         return False

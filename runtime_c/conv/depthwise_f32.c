@@ -47,6 +47,20 @@ static void depthwise_plane_c(const mxcc_conv_geom *g, const float *xp, const fl
 }
 
 
+#if defined(MXCC_DEPTHWISE_SIMD) && defined(__AVX512F__)
+/* Whether 16 planes on their side pay on the CPU this runs on (mxcc_conv_depthwise_kernel_f32): not on AMD
+ * family 25. The CPU's, not the compiler's: a build for one x86 machine may run on another. */
+static int cblock_pays(void)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_cpu_init();
+    return !__builtin_cpu_is("amdfam19h");
+#else
+    return 1;
+#endif
+}
+#endif
+
 #ifdef MXCC_DEPTHWISE_SIMD
 /* one thread's range of planes (mxcc_parallel_chunks) */
 typedef struct dw_job {
@@ -95,11 +109,13 @@ void mxcc_conv_depthwise_kernel_f32(const mxcc_conv_geom *g, int batch, const fl
         dw_planes_fn *planes_fn = NULL;
 #if defined(__AVX512F__)
         /* where the flat kernel would run, 16 planes on their side run faster on Intel (model 167, 1 thread:
-         * 512x14x14 stride 2 31 -> 20 us, 1024x7x7 33 -> 24), slower on AMD Zen 4, whose 512-bit shuffles
-         * take two 256-bit halves (in MobileNet 1.0: 31-33 -> 37-40 us, 34-35 -> 37-41): MXCC_DW_PLANES,
-         * a tuned build's choice, keeps the flat kernel. Not on wider planes, where the rows kernel's vectors
-         * are full (512x14x14 stride 1: 38 us by rows, 49 on their side). */
-        if (kernel != MXCC_DW_PLANES && mxcc_depthwise_flat_fits(g)
+         * 512x14x14 stride 2 31 -> 20 us, 1024x7x7 33 -> 24), slower on AMD family 25 (Zen 3/4), whose 512-bit
+         * shuffles take two 256-bit halves, and the more so the larger the batch (MobileNet 1.0, 1 thread, per
+         * image, on their side / flat, AMD EPYC family 25 model 17, 2026-11-28: batch 1 41.4 / 33.7 and 38.7 /
+         * 34.8 us, batch 4 44.5 / 28.9 and 39.3 / 33.2, batch 32 66.3 / 29.7 and 51.1 / 32.8): there MXCC_DW_AUTO
+         * keeps the flat kernel (cblock_pays), as a tuned build does. Not on wider planes, where the rows
+         * kernel's vectors are full (512x14x14 stride 1: 38 us by rows, 49 on their side). */
+        if (kernel != MXCC_DW_PLANES && (kernel == MXCC_DW_CBLOCK || cblock_pays()) && mxcc_depthwise_flat_fits(g)
             && (planes_fn = mxcc_depthwise_cblock_kernel(g, ep, planes)) != NULL)
             grain = DW_CBLOCK;
 #endif

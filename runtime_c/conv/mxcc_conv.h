@@ -86,9 +86,10 @@ void mxcc_col2im_f32_ref(const mxcc_conv_geom *g, const float *col, float *x, in
 void mxcc_conv_depthwise_f32(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
                              const mxcc_epilogue *ep, float *y, int parallel);
 /* The same with the plane kernel chosen by the caller (a tuned build's path): MXCC_DW_AUTO as above (AVX-512:
- * small 3x3 planes 16 channels at a time, depthwise_cblock_f32.c), MXCC_DW_PLANES the per-plane kernels only
- * (flat where it fits, else rows). Either gives the same bits. */
-enum { MXCC_DW_AUTO = 0, MXCC_DW_PLANES = 1 };
+ * small 3x3 planes 16 channels at a time, depthwise_cblock_f32.c, except on the CPUs where that is slower,
+ * depthwise_f32.c), MXCC_DW_PLANES the per-plane kernels only (flat where it fits, else rows), MXCC_DW_CBLOCK 16
+ * channels at a time wherever they fit, whatever the CPU (the tests). All give the same bits. */
+enum { MXCC_DW_AUTO = 0, MXCC_DW_PLANES = 1, MXCC_DW_CBLOCK = 2 };
 void mxcc_conv_depthwise_kernel_f32(const mxcc_conv_geom *g, int batch, const float *x, const float *w,
                                     const mxcc_epilogue *ep, float *y, int parallel, int kernel);
 void mxcc_conv_depthwise_f32_ref(const mxcc_conv_geom *g, int batch, const float *x, const float *w,

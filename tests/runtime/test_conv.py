@@ -389,22 +389,24 @@ def test_depthwise_edge_matrix_against_numpy(conv, threads):
 
 
 def test_depthwise_plane_kernels_give_the_auto_choice_bits(conv_isa):
-    """MXCC_DW_PLANES (a tuned build's depthwise_flat: never 16 channels at a time) against MXCC_DW_AUTO on every
-    geometry of DW_MATRIX (its 16-channel cases included) and every ISA build: the same bits (every kernel sums
-    an output's taps in one order), every output written and nothing past them, and the reference twin's result
-    within rounding."""
+    """MXCC_DW_PLANES (a tuned build's depthwise_flat: never 16 channels at a time) and MXCC_DW_CBLOCK (16 at a
+    time wherever they fit, on any CPU: AUTO leaves them on AMD family 25) against MXCC_DW_AUTO on every geometry
+    of DW_MATRIX (its 16-channel cases included) and every ISA build: the same bits (every kernel sums an output's
+    taps in one order), every output written and nothing past them, and the reference twin's result within
+    rounding."""
     ffi, lib = conv_isa
     rng = np.random.default_rng(14)
     for i, geo in enumerate(DW_MATRIX):
         g, out, act, parts, batch, x, w, _, _, ep, _keep = _dw_case(ffi, lib, geo, i, rng)
         n = batch * geo[0] * int(np.prod(out))
         got = {}
-        for kernel in (lib.MXCC_DW_AUTO, lib.MXCC_DW_PLANES):
+        for kernel in (lib.MXCC_DW_AUTO, lib.MXCC_DW_PLANES, lib.MXCC_DW_CBLOCK):
             y = np.full(n + 16, np.nan, np.float32)
             lib.mxcc_conv_depthwise_kernel_f32(g, batch, _f(ffi, x), _f(ffi, w), ep, _f(ffi, y), 1, kernel)
             assert np.all(np.isnan(y[n:])) and not np.any(np.isnan(y[:n])), geo
             got[kernel] = y[:n]
         np.testing.assert_array_equal(got[lib.MXCC_DW_AUTO], got[lib.MXCC_DW_PLANES], err_msg=str((geo, act, parts)))
+        np.testing.assert_array_equal(got[lib.MXCC_DW_CBLOCK], got[lib.MXCC_DW_PLANES], err_msg=str((geo, act, parts)))
         want = np.full(n, np.nan, np.float32)   # and the plain loops' result, as the AUTO kernel's tests check
         lib.mxcc_conv_depthwise_f32_ref(g, batch, _f(ffi, x), _f(ffi, w), ep, _f(ffi, want), 0)
         scale = max(float(np.max(np.abs(want))), 1.0)
@@ -427,7 +429,7 @@ def test_depthwise_output_planes_apart(conv_isa):
             planes, ohw = batch * geo[0], int(np.prod(out))
             ys = -(-ohw // 16) * 16 + 16   # a gap after every plane, whatever ohw
             runs = [lambda y: lib.mxcc_conv_depthwise_kernel_f32(g, batch, _f(ffi, x), _f(ffi, w), ep, _f(ffi, y), 1, kernel)
-                    for kernel in (lib.MXCC_DW_AUTO, lib.MXCC_DW_PLANES)]
+                    for kernel in (lib.MXCC_DW_AUTO, lib.MXCC_DW_PLANES, lib.MXCC_DW_CBLOCK)]
             runs.append(lambda y: lib.mxcc_conv_depthwise_f32_ref(g, batch, _f(ffi, x), _f(ffi, w), ep, _f(ffi, y), 0))
             for run in runs:
                 g.y_plane = 0
