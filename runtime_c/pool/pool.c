@@ -616,7 +616,7 @@ static int use_pool(void)
  * (its thread lost its core between the two: the scheduler gave it to another process). The claimer, back, fails
  * to begin (begin) and leaves the job alone. A chunk already begun is waited for: its thread may be writing it;
  * so is one from the claim word (c >= threads: no begun word, which would take one per chunk). */
-static long take_back(uint64_t seq, int threads)
+static long take_back(mxcc_chunk_fn fn, void *arg, uint64_t seq, int threads)
 {
     long taken = 0;
     for (int c = 0; c < threads; c++) {   /* chunk 0 too: a worker may have claimed the caller's */
@@ -625,8 +625,7 @@ static long take_back(uint64_t seq, int threads)
             || !atomic_compare_exchange_strong_explicit(&tag[c].begun, &v, seq << 1 | 1, memory_order_acq_rel,
                                                         memory_order_acquire))
             continue;
-        atomic_load_explicit(&pool.fn, memory_order_relaxed)(atomic_load_explicit(&pool.arg, memory_order_relaxed),
-                                                             c, 0);
+        fn(arg, c, 0);
         taken++;
         finish();
     }
@@ -694,7 +693,7 @@ void mxcc_parallel_chunks(long chunks, int threads, mxcc_chunk_fn fn, void *arg)
         const long take_at = t_idle + (2 * per_chunk > TAKE_NS ? 2 * per_chunk : TAKE_NS);
         for (long spins = 0; atomic_load_explicit(&pool.done, memory_order_acquire) < chunks; spins++) {
             if (spins % 64 == 63 && now_ns() >= take_at)
-                mine += take_back(seq, threads);
+                mine += take_back(fn, arg, seq, threads);
             if (spins < 100000)
                 cpu_relax();
             else
