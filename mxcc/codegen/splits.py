@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mxcc.codegen.batchvar import at_max
 from mxcc.files import cpuinfo
@@ -33,6 +33,7 @@ from mxcc.files import cpuinfo
 MIN_FLOPS_PER_THREAD = 1 << 19   # runtime_c/gemm/gemm_config.h MXCC_GEMM_MIN_FLOPS_PER_THREAD
 SMALLM_MAX = 32                  # MXCC_GEMM_SMALLM_MAX
 SMALLM_MAX_A = 1 << 18           # MXCC_GEMM_SMALLM_MAX_A
+SMALLM_PACKED_TAIL = 2           # MXCC_GEMM_SMALLM_PACKED_TAIL
 
 
 @dataclass(frozen=True)
@@ -132,15 +133,34 @@ def _padded(loads, threads: int) -> tuple:
 
 # ---- GEMM (runtime_c/gemm/gemm_f32.c) --------------------------------------------------------------------
 
+def gemm_panel_rows(m: int, isa: Isa) -> int:
+    """gemm_f32.c panel_rows: the rows the micro-kernel computes for a row panel of m rows."""
+    if isa.name == "avx512":
+        return 4 if m <= 4 else 7 if m <= 7 else m
+    if isa.name == "avx2":
+        return 3 if m <= 3 else m
+    return isa.mr
+
+
+def _rows_balance(M: int, ways: int, isa: Isa) -> float:
+    """gemm_f32.c rows_balance: the lower of the panels and the rows computed per row group, each over ways
+    times the most."""
+    units = _cdiv(M, isa.mr)
+    groups = [sum(gemm_panel_rows(min(isa.mr, M - u * isa.mr), isa) for u in range(b, e))
+              for b, e in _ranges(units, ways)]
+    by_rows = sum(groups) / (ways * max(groups)) if max(groups) else 0.0
+    return min(by_rows, units / (ways * _cdiv(units, ways)))
+
+
 def gemm_choose_ways(M: int, N: int, nt: int, prepacked: bool, isa: Isa) -> tuple[int, int]:
     """gemm_f32.c choose_ways: the ic_ways x jr_ways grid of nt threads."""
-    units_m, units_n = _cdiv(M, isa.mr), _cdiv(min(N, isa.nc), isa.nr)
+    units_n = _cdiv(min(N, isa.nc), isa.nr)
     best, ways = -1.0, (nt, 1)
     for a in range(1, nt + 1):
         if nt % a:
             continue
         b = nt // a
-        eff_m = units_m / (a * _cdiv(units_m, a))
+        eff_m = _rows_balance(M, a, isa)
         eff_n = units_n / (b * _cdiv(units_n, b))
         per_thread = units_n * isa.nr / b / 16.0
         score = eff_m * eff_n * (0.97 if a > 1 and not prepacked else 1.0) / (1.0 + 0.02 * (b - 1))
@@ -165,6 +185,16 @@ def gemm_split(M: int, N: int, K: int, T: int, isa: Isa, *, prepacked: bool, tra
     a whole one: the kernel runs MR x NR lanes masked)."""
     if M <= 0 or N <= 0 or K <= 0:
         return _serial("gemm", 1, 0.0)
+    tail = M % isa.mr
+    if prepacked and not trans_a and M <= SMALLM_MAX and 1 <= tail <= SMALLM_PACKED_TAIL:
+        # mxcc_gemm_f32_packed_b: the last rows by the panel kernel, a job of their own after the full panels'
+        if M == tail:
+            return gemm_row_split(M, N, K, T, isa)
+        s, rows = gemm_split(M - tail, N, K, T, isa, prepacked=True), gemm_row_split(tail, N, K, T, isa)
+        how = f"{s.how}; then {tail} row(s) by the panel kernel, {rows.how}"
+        if s.parts <= 1 and rows.parts > 1:   # the tail's job is the call's only one
+            return replace(rows, how=how)
+        return replace(s, how=how, jobs_per_call=s.jobs_per_call + (rows.parts > 1))
     small_m = not prepacked and M <= SMALLM_MAX and M * K <= SMALLM_MAX_A and not trans_a and trans_b
     flops = 2.0 * (16 if small_m and M < 16 else M) * N * K
     nt = threads_for(flops, T)

@@ -65,12 +65,12 @@ def _dot_infer(a: DotAttrs, s):
 
 def _gemm_vars(m, n, k, ta, tb, lda, ldb, what, ctx, *, batched=False) -> dict:
     # a constant rhs (a weight) is packed once at bind time, unless the GEMM takes its small-M path
-    bp = ctx.packed_input("rhs", gemm_pack_b(k, n, trans=tb)) if not batched and prepack_pays(m, tb, k, ta) else None
+    bp = ctx.packed_input("rhs", gemm_pack_b(k, n, trans=tb)) if not batched and prepack_pays(m, tb, k, n, ta) else None
     return dict(m=m, n=n, k=k, trans_a="MXCC_TRANS" if ta else "MXCC_NO_TRANS",
                 trans_b="MXCC_TRANS" if tb else "MXCC_NO_TRANS", a="lhs", lda=lda, b="rhs", ldb=ldb,
                 c="out", ldc=n, epilogue=ctx.gemm_epilogue(bias=None, per_row=False), what=what,
                 **({} if batched else {"bp": bp, "small_m": small_m_packed(m),
-                                       "unpacked": unpacked_rows(m, k, ta, tb, bp is not None)}))
+                                       "unpacked": unpacked_rows(m, k, n, ta, tb, bp is not None)}))
 
 
 def _dot_lower(a: DotAttrs, ctx):

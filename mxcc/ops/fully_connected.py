@@ -70,21 +70,43 @@ def small_m_packed(m: int):
     return m <= SMALL_M_PACKED
 
 
-def unpacked_rows(m, k: int, trans_a: bool, trans_b: bool, packed: bool):
+# A few rows against a weight packed at bind time: the packed micro-kernel has only A to pack, and from 4 rows
+# it beats the small-M path's dot products wherever the weight spans a few panels (N >= 64). Zen 4 (AMD EPYC
+# family 25 model 17), 1 thread, best of 5 alternating in one process, us, small-M path / packed B (with
+# gemm_f32.c's short last panels by the panel kernel), 2026-11-28:
+#   AVX-512: 1024->1000 M = 4 119 / 79, 8 202 / 147, 16 393 / 380, 24 598 / 527, 32 790 / 750;
+#            800->512 M = 8 74 / 58, 32 284 / 228; 784->128 M = 8 17.3 / 14.0, 32 67.8 / 56.6
+#   AVX2:    1024->1000 M = 6 162 / 116, 12 328 / 226, 32 898 / 633; 784->128 M = 4 9.9 / 10.3, 32 77 / 57;
+#            128->64 M = 4 0.97 / 1.14, 8 1.87 / 1.36, 32 7.5 / 4.8
+# At 2-3 rows, and for narrow outputs (512->10, 256->24: up to 4x slower packed on AVX2, whose edge tiles
+# compute whole 16-column halves), the dot products stay.
+GEMM_PACKED_FROM_M, GEMM_PACKED_FROM_N = 4, 64
+
+
+def packed_rows_pay(m, n: int):
+    """Whether m rows (m <= GEMM_SMALL_M) of a GEMM with N = n columns run faster against a B packed at bind time
+    than by the small-M path. A Cond at a dynamic batch."""
+    return (m >= GEMM_PACKED_FROM_M) if n >= GEMM_PACKED_FROM_N else False
+
+
+def unpacked_rows(m, k: int, n: int, trans_a: bool, trans_b: bool, packed: bool):
     """With B packed at bind time for a dynamic batch: whether a call's rows (m, an Extent of N) take the
     GEMM's small-M path on B as it is (a Cond tested per call), as a module compiled for that batch would
     not have packed B. 0 otherwise."""
-    return gemm_small_m(m, k, trans_a, trans_b) if packed and is_dynamic(m) else 0
+    if not (packed and is_dynamic(m)):
+        return 0
+    small = gemm_small_m(m, k, trans_a, trans_b)
+    return small & (m < GEMM_PACKED_FROM_M) if n >= GEMM_PACKED_FROM_N else small
 
 
-def prepack_pays(m: int, trans_b: bool, k: int, trans_a: bool = False) -> bool:
-    """Whether packing B once at bind time saves work: the GEMM (op(A) m x k) packs its B per call, not taking
-    its small-M path, or one row reads the panels with mxcc_gemm_f32_small_m_packed_b. With a dynamic batch
-    (m an Extent of N) the packing is done once for every batch: it pays when it does at the maximum or at one
-    row (N = 1 takes the one-row path)."""
+def prepack_pays(m: int, trans_b: bool, k: int, n: int, trans_a: bool = False) -> bool:
+    """Whether packing B (k x n) once at bind time saves work: the GEMM (op(A) m x k) packs its B per call, not
+    taking its small-M path or taking it where packed rows pay (packed_rows_pay), or one row reads the panels
+    with mxcc_gemm_f32_small_m_packed_b. With a dynamic batch (m an Extent of N) the packing is done once for
+    every batch: it pays when it does at the maximum or at one row (N = 1 takes the one-row path)."""
     if is_dynamic(m):
-        return prepack_pays(m.at(1), trans_b, k, trans_a) or prepack_pays(m.at_max, trans_b, k, trans_a)
-    return small_m_packed(m) or not gemm_small_m(m, k, trans_a, trans_b)
+        return prepack_pays(m.at(1), trans_b, k, n, trans_a) or prepack_pays(m.at_max, trans_b, k, n, trans_a)
+    return small_m_packed(m) or not gemm_small_m(m, k, trans_a, trans_b) or packed_rows_pay(m, n)
 
 
 @dataclass(frozen=True)
@@ -127,12 +149,12 @@ def _flops(a: FCAttrs, ins, outs):
 
 
 def _lower(a: FCAttrs, ctx):
-    m, k = _mk(a, ctx.in_type("data").shape)
+    (m, k), n = _mk(a, ctx.in_type("data").shape), a.num_hidden
     return "kernels/gemm.c.j2", dict(
         m=m, n=a.num_hidden, k=k, trans_a="MXCC_NO_TRANS", trans_b="MXCC_TRANS",
         a="data", lda=k, b="weight", ldb=k, c="out", ldc=a.num_hidden, small_m=small_m_packed(m),
-        bp=ctx.packed_input("weight", gemm_pack_b(k, a.num_hidden, trans=True)) if prepack_pays(m, True, k) else None,
-        unpacked=unpacked_rows(m, k, False, True, prepack_pays(m, True, k) and "weight" in ctx.const),
+        bp=ctx.packed_input("weight", gemm_pack_b(k, n, trans=True)) if prepack_pays(m, True, k, n) else None,
+        unpacked=unpacked_rows(m, k, n, False, True, prepack_pays(m, True, k, n) and "weight" in ctx.const),
         epilogue=ctx.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=False, ld_residual=a.num_hidden),
         what=f"out[{m},{a.num_hidden}] = data[{m},{k}] . weight[{a.num_hidden},{k}]^T",
     )

@@ -240,7 +240,7 @@ def _pack_plan(g: Geometry, const: frozenset, train: bool) -> dict:
     space, wx, wh, calls = _Space(), {}, {}, []
     for l, d in g.pairs():
         (wxo, who), k, n = g.weights(l, d), g.in_size(l), g.G * g.H
-        if prepack_pays(g.T * g.N, True, k):
+        if prepack_pays(g.T * g.N, True, k, n):
             wx[(l, d)] = space.take(gemm_pack_b(k, n, True)[1])
             calls.append(f"mxcc_gemm_pack_b_f32(MXCC_TRANS, {k}, {n}, src + {wxo}, {k}, packed + {wx[(l, d)]});")
         if step != "MXCC_RNN_STEP_GEMM":

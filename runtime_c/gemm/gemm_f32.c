@@ -138,8 +138,44 @@ static const float *b_at(const gemm_problem *g, int p, int j)
     return g->trans_b ? g->B + j * g->ldb + p : g->B + p * g->ldb + j;
 }
 
+/* The rows a micro-kernel computes for a row panel of m <= MR rows: its edge tiles compute a few fixed heights
+ * (ukernel_f32_14x32_avx512f.c: 4 for m <= 4, 7 for m <= 7, else m; ukernel_f32_6x16_avx2fma.c: 3 for m <= 3,
+ * else m), the reference kernel always MR. codegen/splits.py gemm_panel_rows models it. */
+static int panel_rows(int m)
+{
+#if defined(__AVX512F__)
+    return m <= 4 ? 4 : m <= 7 ? 7 : m;
+#elif defined(__AVX2__) && defined(__FMA__)
+    return m <= 3 ? 3 : m;
+#else
+    (void)m;
+    return MR;
+#endif
+}
+
+/* How evenly a ways split of M rows into row groups (ranges of row panels) loads them: the lower of the panels
+ * per group (the measure the scores below were tuned with) and the rows computed per group, where a short last
+ * panel counts what its edge tile costs (M = 16 on AVX-512 is a panel of 14 and one of 2, which a 2 x 1 grid
+ * gives one thread each: 14 rows against 4, though one panel each). */
+static double rows_balance(int M, int ways)
+{
+    const int units = ceil_div(M, MR);
+    const double by_panels = (double)units / (ways * ceil_div(units, ways));
+    double total = 0.0, most = 0.0;
+    for (int g = 0; g < ways; g++) {
+        int b, e;
+        split_range(units, ways, g, &b, &e);
+        double rows = 0.0;
+        for (int u = b; u < e; u++) rows += panel_rows(min_int(MR, M - u * MR));
+        total += rows;
+        most = rows > most ? rows : most;
+    }
+    const double by_rows = most > 0.0 ? total / (ways * most) : 0.0;
+    return by_rows < by_panels ? by_rows : by_panels;
+}
+
 /* How a team of nt threads splits loop 3 (ic, rows of C) and loop 2 (jr, B micro-panels). Score of a
- * split = fraction of useful (unpadded) tiles per thread, times:
+ * split = rows_balance times the fraction of useful column tiles per thread, times:
  *  - 0.97 if rows are split (ic_ways > 1): those threads share the packed B, with a barrier per pc step
  *    and reads of panels packed on the other core. With 2 threads, the jr split measured as fast or
  *    faster on the FullyConnected shapes (best of 4-8 alternating runs: 146 vs 131 GFLOP/s at
@@ -151,7 +187,7 @@ static const float *b_at(const gemm_problem *g, int p, int j)
  *    NR = 32, 784->128 b64 on 2 threads split rows 3 + 2 panels (99 GFLOP/s) instead of columns 64 + 64. */
 static void choose_ways(int M, int N, int nt, int b_prepacked, int *ic_ways, int *jr_ways)
 {
-    const int units_m = ceil_div(M, MR), units_n = ceil_div(min_int(N, NC), NR);
+    const int units_n = ceil_div(min_int(N, NC), NR);
     double best = -1.0;
     *ic_ways = nt;
     *jr_ways = 1;
@@ -160,7 +196,7 @@ static void choose_ways(int M, int N, int nt, int b_prepacked, int *ic_ways, int
             continue;
         }
         const int b = nt / a;
-        const double eff_m = (double)units_m / (a * ceil_div(units_m, a));
+        const double eff_m = rows_balance(M, a);
         const double eff_n = (double)units_n / (b * ceil_div(units_n, b));
         const double per_thread = (double)units_n * NR / b / 16.0;  /* in 16-column units, whatever NR */
         /* prepacked B: a row split shares nothing and needs no barrier */
@@ -514,9 +550,36 @@ void mxcc_gemm_scale_packed_b_f32(int K, int N, float *Bp, const float *scale)
     }
 }
 
+/* The epilogue of rows [i0, ...) of C: a row-indexed vector and the residual start i0 further */
+static mxcc_epilogue epilogue_from_row(const mxcc_epilogue *ep, int i0)
+{
+    mxcc_epilogue e = *ep;
+    if (e.per_row) {
+        e.bias = e.bias ? e.bias + i0 : NULL;
+        e.scale = e.scale ? e.scale + i0 : NULL;
+        e.shift = e.shift ? e.shift + i0 : NULL;
+    }
+    e.residual = e.residual ? e.residual + (long)i0 * e.ld_residual : NULL;
+    return e;
+}
+
 void mxcc_gemm_f32_packed_b(mxcc_gemm_ws *ws, int trans_a, int M, int N, int K, const float *A, int lda,
                             const float *Bp, float beta, float *C, int ldc, const mxcc_epilogue *ep)
 {
+    /* A batch of a few rows (M <= SMALLM_MAX) whose last row panel holds 1 or 2 (gemm_config.h,
+     * SMALLM_PACKED_TAIL): those rows go to the panel kernel of smallm_packed_f32.c, which reads the same
+     * panels two rows at a time, instead of an edge tile computing 4 (AVX-512) or 3 (AVX2) rows. */
+    const int tail = M % MR;
+    if (!trans_a && beta == 0.0f && M <= MXCC_GEMM_SMALLM_MAX && tail >= 1 && tail <= MXCC_GEMM_SMALLM_PACKED_TAIL
+        && N > 0 && K > 0) {
+        const int full = M - tail;
+        if (full > 0)
+            mxcc_gemm_f32_packed_b(ws, trans_a, full, N, K, A, lda, Bp, beta, C, ldc, ep);
+        const mxcc_epilogue rest = ep ? epilogue_from_row(ep, full) : (mxcc_epilogue){0};
+        mxcc_gemm_f32_small_m_packed_b(tail, N, K, A + (long)full * lda, lda, Bp, C + (long)full * ldc, ldc,
+                                       ep ? &rest : NULL, 1);
+        return;
+    }
     const gemm_problem g = {
         .trans_a = trans_a, .trans_b = MXCC_NO_TRANS, .M = M, .N = N, .K = K,
         .A = A, .B = NULL, .Bp = Bp, .C = C, .lda = lda, .ldb = 0, .ldc = ldc,

@@ -61,8 +61,8 @@ def test_large_batch_reads_packed_weights_and_repacks_on_set_params(rng, tmp_pat
 
 @needs_gcc
 def test_small_batch_and_unfolded_builds(rng, tmp_path):
-    """Batch <= 32: FullyConnected's GEMM reads W's rows unpacked (small-M path), nothing is packed for it;
-    dot's rhs (not transposed) is still packed. --no-fold: the same results."""
+    """Batch <= 32 and outputs narrower than 64 columns: FullyConnected's GEMM reads W's rows unpacked (small-M
+    path), nothing is packed for it; dot's rhs (not transposed) is still packed. --no-fold: the same results."""
     p = _params(rng)
     x = rng.standard_normal((5, 33)).astype(np.float32)
     mod = mxcc.compile(_net(), {"data": x.shape}, p, out_dir=tmp_path / "s", name="net")
@@ -72,6 +72,29 @@ def test_small_batch_and_unfolded_builds(rng, tmp_path):
     x = rng.standard_normal((64, 33)).astype(np.float32)
     plain = mxcc.compile(_net(), {"data": x.shape}, p, fold=False)
     assert rel_err(plain.forward(data=x)[0], _ref(p, x)) <= 1e-5
+
+
+def _wide_net():
+    """data (., 50) -> fc1 (96) -> relu -> fc2 (70): outputs wide enough for a few rows to read packed weights."""
+    with sym.NameManager():
+        return sym.FullyConnected(sym.relu(sym.FullyConnected(sym.var("data"), num_hidden=96, name="fc1")),
+                                  num_hidden=70, name="fc2")
+
+
+@needs_gcc
+def test_a_few_rows_read_wide_weights_packed(rng, tmp_path):
+    """4..32 rows against an output of 64 columns or more: the weight is packed at bind time and the packed
+    micro-kernel runs (with a last panel of 1-2 rows by the panel kernel); 2-3 rows keep the small-M path."""
+    net, f = _wide_net(), np.float32
+    p = {"fc1_weight": rng.standard_normal((96, 50)).astype(f), "fc1_bias": rng.standard_normal(96).astype(f),
+         "fc2_weight": rng.standard_normal((70, 96)).astype(f), "fc2_bias": rng.standard_normal(70).astype(f)}
+    for batch, packed in [(3, 0), (4, 2), (15, 2), (16, 2), (29, 2), (32, 2)]:
+        x = rng.standard_normal((batch, 50)).astype(f)
+        mod = mxcc.compile(net, {"data": x.shape}, p, out_dir=tmp_path / str(batch), name="net")
+        src = (tmp_path / str(batch) / "net.c").read_text()
+        assert src.count("mxcc_gemm_f32_packed_b(") == packed and src.count("mxcc_gemm_f32(") == 2 - packed, batch
+        h = np.maximum(x.astype(np.float64) @ p["fc1_weight"].T + p["fc1_bias"], 0)
+        assert rel_err(mod.forward(data=x)[0], h @ p["fc2_weight"].T + p["fc2_bias"]) <= 1e-5, batch
 
 
 @needs_gcc
@@ -141,10 +164,12 @@ def test_training_forward_never_reads_packed_weights(rng, tmp_path):
 def test_prepacked_network_under_sanitizers(tmp_path):
     """The packing in net_prepare (ctx->derived sized by the ISA-independent bound) and the GEMMs reading the
     panels, built with ASan + UBSan: no report."""
-    out = mxcc.compile(_net(), {"data": (40, 33)}, sanitize=True, out_dir=tmp_path / "s", name="net")
-    assert "mxcc_gemm_f32_packed_b(" in (out / "net.c").read_text()
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1")
-    r = subprocess.run([str(out / "net_bench"), "--iters", "2", "--warmup", "1"], capture_output=True, text=True,
-                       env=env, timeout=300)
-    assert r.returncode == 0 and "runtime error" not in r.stderr and "AddressSanitizer" not in r.stderr, \
-        r.stdout + r.stderr
+    # a batch of 40; batches of 8 and 16, whose last row panel (AVX2's 6 rows, AVX-512's 14) holds 2 rows
+    for net, shape in [(_net(), (40, 33)), (_wide_net(), (8, 50)), (_wide_net(), (16, 50))]:
+        out = mxcc.compile(net, {"data": shape}, sanitize=True, out_dir=tmp_path / str(shape), name="net")
+        assert "mxcc_gemm_f32_packed_b(" in (out / "net.c").read_text()
+        r = subprocess.run([str(out / "net_bench"), "--iters", "2", "--warmup", "1"], capture_output=True,
+                           text=True, env=env, timeout=300)
+        assert r.returncode == 0 and "runtime error" not in r.stderr and "AddressSanitizer" not in r.stderr, \
+            r.stdout + r.stderr

@@ -22,7 +22,7 @@ NETS = {"lenet": ("data", (64, 1, 28, 28)), "mlp": ("X", (256, 784)), "resnet18_
 
 
 def _batches(maximum: int) -> list[int]:
-    return sorted({1, 2, 3, maximum // 2 + 1, maximum - 1, maximum})
+    return sorted({1, 2, 3, 4, maximum // 2 + 1, maximum - 1, maximum})   # 4: packed rows from 4 (FullyConnected)
 
 
 def _net(name):

@@ -108,8 +108,11 @@ def test_python_small_m_choice_is_the_c_dispatch(gemm):
     for m, k, ta, tb in _grid(fc.GEMM_SMALL_M_A):
         c_small = bool(lib.mxcc_gemm_small_m(m, k, ta, tb))
         assert fc.gemm_small_m(m, k, bool(ta), bool(tb)) == c_small, (m, k, ta, tb)
-        # N does not enter the choice on either side
-        assert fc.prepack_pays(m, bool(tb), k, bool(ta)) == (fc.small_m_packed(m) or not c_small), (m, k, ta, tb)
+        # a weight is packed where the small-M path would not read it, or where packed rows pay: from
+        # GEMM_PACKED_FROM_M rows on outputs of GEMM_PACKED_FROM_N columns or more, never on narrower ones
+        for n in (10, fc.GEMM_PACKED_FROM_N - 1, fc.GEMM_PACKED_FROM_N, 1000):
+            wide = n >= fc.GEMM_PACKED_FROM_N and m >= fc.GEMM_PACKED_FROM_M
+            assert fc.prepack_pays(m, bool(tb), k, n, bool(ta)) == (m == 1 or not c_small or wide), (m, k, n, ta, tb)
 
 
 def test_gemm_runs_the_path_the_python_choice_predicts(gemm, march):
@@ -142,7 +145,68 @@ def test_gemm_runs_the_path_the_python_choice_predicts(gemm, march):
             lib.mxcc_gemm_f32_packed_b(ws, ta, M, N, K, fbuf(ffi, A), A.shape[1], fbuf(ffi, bp), 0.0,
                                        fbuf(ffi, packed), N, ffi.NULL)
             small = fc.gemm_small_m(M, K, bool(ta), True)
-            assert np.array_equal(got, by_rows) == small and np.array_equal(got, packed) == (not small), (M, K, ta)
+            # a last panel of 1 or 2 rows of a small batch is the panel kernel's in the packed-B call only
+            tail = M % lib.MXCC_GEMM_MR if not ta and M <= cap_m and 1 <= M % lib.MXCC_GEMM_MR <= 2 else 0
+            assert np.array_equal(got, by_rows) == small, (M, K, ta)
+            if M > tail:
+                assert np.array_equal(got[:M - tail], packed[:M - tail]) == (not small), (M, K, ta)
     finally:
         lib.mxcc_gemm_ws_free(ws)
+        lib.omp_set_num_threads(before)
+
+
+# ---- mxcc_gemm_f32_packed_b with a short last row panel (gemm_f32.c, gemm_config.h SMALLM_PACKED_TAIL) ----------
+# A batch of at most SMALLM_MAX rows whose last row panel holds 1 or 2 rows: those rows come from the panel kernel
+# above (two rows at a time), the others from the micro-kernel. Against numpy, every epilogue vector on the right
+# rows (per column and per row, the residual), and the same bits at 1 and 2 threads.
+
+
+def _tail_sizes(mr):
+    """M of one or two rows past whole panels (and 1, 2 alone), below and at SMALLM_MAX, with the N and K around
+    panel edges; one M past the tail bound, which the micro-kernel keeps."""
+    ms = sorted({1, 2, mr + 1, mr + 2, 2 * mr + 1, 2 * mr + 2, mr + 3} | {m for m in (31, 32) if m % mr in (1, 2)})
+    return [(m, n, k) for m in ms for n, k in ((70, 40), (33, 9), (1000, 257))]
+
+
+def _packed_b(gemm, M, N, K, A, bp, C, ep=None):
+    ffi, lib = gemm
+    ws = lib.mxcc_gemm_ws_create(0)
+    try:
+        lib.mxcc_gemm_f32_packed_b(ws, 0, M, N, K, fbuf(ffi, A), A.shape[1], fbuf(ffi, bp), 0.0, fbuf(ffi, C),
+                                   C.shape[1], ffi.NULL if ep is None else ep)
+    finally:
+        lib.mxcc_gemm_ws_free(ws)
+
+
+@pytest.mark.parametrize("per_row", [0, 1], ids=["per_column", "per_row"])
+def test_packed_b_short_last_panel(gemm, per_row):
+    ffi, lib = gemm
+    rng = np.random.default_rng(4)
+    before = lib.omp_get_max_threads()
+    try:
+        for M, N, K in _tail_sizes(lib.MXCC_GEMM_MR):
+            A = padded(rng, M, K, 1)
+            W, bp, _ = _pack(gemm, rng, N, K)
+            vec = M if per_row else N
+            scale, shift, bias = (rng.uniform(0.5, 2, vec).astype(np.float32),
+                                  rng.uniform(-3, 3, vec).astype(np.float32), rng.standard_normal(vec).astype(np.float32))
+            residual = padded(rng, M, N, 3)
+            keep = [fbuf(ffi, v) for v in (scale, shift, bias, residual)]
+            ep = ffi.new("mxcc_epilogue *", {"scale": keep[0], "shift": keep[1], "bias": keep[2], "per_row": per_row,
+                                             "residual": keep[3], "ld_residual": N + 3, "act": lib.MXCC_ACT_RELU})
+            out = []
+            for t in (1, 2):
+                lib.omp_set_num_threads(t)
+                C = padded(rng, M, N, 2, fill=np.nan)
+                pad = C[:, N:].copy()
+                _packed_b(gemm, M, N, K, A, bp, C, ep)
+                assert np.array_equal(C[:, N:], pad), f"M={M} N={N} K={K}: wrote past N"
+                out.append(C[:, :N].copy())
+            assert np.array_equal(out[0], out[1]), f"M={M} N={N} K={K}: bits depend on the threads"
+            opa, opb = A[:, :K].astype(np.float64), W.T.astype(np.float64)
+            v = (lambda x: x[:, None]) if per_row else (lambda x: x)
+            x = (opa @ opb) * v(scale) + v(shift) + v(bias) + residual[:, :N]
+            tol = gemm_bound(opa, opb, K) * v(scale) + 1e-6 * (np.abs(x) + 1)
+            assert np.all(np.abs(out[0] - np.maximum(x, 0)) <= tol), f"M={M} N={N} K={K} per_row={per_row}"
+    finally:
         lib.omp_set_num_threads(before)
