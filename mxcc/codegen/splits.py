@@ -185,9 +185,10 @@ def gemm_split(M: int, N: int, K: int, T: int, isa: Isa, *, prepacked: bool, tra
     a whole one: the kernel runs MR x NR lanes masked)."""
     if M <= 0 or N <= 0 or K <= 0:
         return _serial("gemm", 1, 0.0)
-    tail = M % isa.mr
+    # mxcc_gemm_f32_packed_b: a last row panel of 1-2 rows by the panel kernel, a job of its own after the others';
+    # the AVX-512 build's balanced panel heights (gemm_f32.c row_height) leave one only for M <= 2
+    tail = (M if M <= SMALLM_PACKED_TAIL else 0) if isa.name == "avx512" else M % isa.mr
     if prepacked and not trans_a and M <= SMALLM_MAX and 1 <= tail <= SMALLM_PACKED_TAIL:
-        # mxcc_gemm_f32_packed_b: the last rows by the panel kernel, a job of their own after the full panels'
         if M == tail:
             return gemm_row_split(M, N, K, T, isa)
         s, rows = gemm_split(M - tail, N, K, T, isa, prepacked=True), gemm_row_split(tail, N, K, T, isa)

@@ -115,16 +115,11 @@
 #define MXCC_GEMM_SMALLM_MAX_A (1 << 18)
 
 /* ---- a few rows against B packed at bind time (mxcc_gemm_f32_packed_b, M <= SMALLM_MAX) ------------------
- * A constant weight packed once leaves the micro-kernel only A to pack, and the comparison above changes:
- * Zen 4 (AMD EPYC family 25 model 17), 1 thread, best of 5 alternating, us, rowdot / packed B, 2026-11-28:
- *   AVX-512 1024->1000: M = 4 113 / 75, 8 193 / 146, 12 286 / 238, 24 577 / 518, 32 780 / 735;
- *           800->512 M = 8 74 / 58, 32 284 / 228; 784->128 M = 8 17.3 / 14.0, 32 67.6 / 56.2; 128->64 M = 32 6.7 / 4.8
- *   AVX2    1024->1000: M = 6 162 / 115, 12 327 / 226, 32 864 / 640; 800->512 M = 32 319 / 251
- * so a FullyConnected packs its weight from 4 rows on (mxcc/ops/fully_connected.py GEMM_PACKED_FROM). The
- * packed path loses where the last row panel holds 1 or 2 rows (AVX-512 M = 15, 16: 1024->1000 405 / 367 us
- * rowdot; AVX2 M = 8): the edge tile computes 4 or 3 rows and streams B again. Those rows take the panel
- * kernel instead (smallm_packed_f32.c; 1024->1000: 2 rows 46 us there, 75 as an edge tile), up to
- * SMALLM_PACKED_TAIL rows: it computes rows in pairs, so a third row costs a second pass (3 rows 84 us). */
+ * mxcc/ops/fully_connected.py packs a constant weight for 4..32 rows too (GEMM_PACKED_FROM_M, with the data).
+ * A last row panel of 1 or 2 rows (AVX2: M = 7, 8, 13, 14, ...; any build: M <= 2; AVX-512 balances its panel
+ * heights instead, gemm_f32.c row_height) would be an edge tile computing 3 (AVX2) or 4 (AVX-512) rows; those
+ * rows take the panel kernel of smallm_packed_f32.c instead, which computes rows in pairs (so up to 2 rows: a
+ * third costs a second pass). Zen 4, 1 thread: AVX2 1024->1000 M = 8 202 -> 165 us; AVX-512 M = 2 75 -> 46. */
 #define MXCC_GEMM_SMALLM_PACKED_TAIL 2
 
 /* ---- threading -----------------------------------------------------------------------------------------

@@ -227,6 +227,41 @@ static int grid_ranges(int M, int N, int nt, int ic_ways, int jr_ways)
     return grid < 0.9 && ranges > grid + 0.02;
 }
 
+/* The height of the micro-panels of a block of mc rows: MR, the last one shorter; or, B prepacked and A
+ * row-major on AVX-512 (FullyConnected), the block in ceil(mc / MR) panels of balanced heights (M = 16: 8 + 8,
+ * 29: 10 + 10 + 9): that kernel costs the same per row from 7 rows to 14 (ukernel_f32_14x32_avx512f.c), so no
+ * rows are computed past the block, where a short last panel computes 4 or 7. Zen 4, 1 thread, B prepacked:
+ * 1024->512 M = 16 189 -> 147 us, 29 350 -> 267, 3072->768 M = 16 866 -> 685 (gemm_config.h, SMALLM_PACKED_TAIL,
+ * for what those rows took before). */
+static int row_height(int mc, int fc)
+{
+#if defined(__AVX512F__)
+    return fc && mc > MR ? ceil_div(mc, ceil_div(mc, MR)) : MR;
+#else
+    (void)mc;
+    (void)fc;
+    return MR;
+#endif
+}
+
+/* Whether A's rows, read in place by the AVX-512 kernel, would evict each other from L1: a row stride that is
+ * a multiple of 4 KiB puts the same column of every row in one cache set (64 sets of 8 or 12 ways), more rows
+ * than ways for a tile of 9-14. Zen 4, 1 thread, B prepacked, in place / A packed, us: 1024->512 M = 14 164 /
+ * 129, 64 673 / 590; 3072->768 M = 14 762 / 586, 64 3198 / 2693; 2048->2048 M = 28 2895 / 2215; a stride of
+ * 2 KiB multiples (K = 512, 1536, 2560) and K = 784, 800 within 2% either way; a block of 8 rows or fewer
+ * (one tile) faster in place (2048->512 M = 8 150 / 219). The AVX2 kernel's 6 rows stay in place (1024->512
+ * faster so, 1024->2048 and 2048->2048 slower: not changed on two shapes). */
+static int a_rows_alias(const gemm_problem *g, int mc)
+{
+#if defined(__AVX512F__)
+    return (long)g->lda * (long)sizeof(float) % 4096 == 0 && mc > 8;
+#else
+    (void)g;
+    (void)mc;
+    return 0;
+#endif
+}
+
 /* The five loops, run by thread `tid` of a team of `nt` split ic_ways x jr_ways (nt == 1: serial).
  * a_pack: (MC, KC) this thread's; b_pack[2]: two (KC, NC) buffers shared by the team (the same buffer
  * twice when serial). */
@@ -305,27 +340,40 @@ static void gemm_loops(const gemm_problem *g, int nt, int tid, int ic_ways, int 
             /* loop 3 (ic): MC-tall row blocks of this thread's rows */
             for (int ic = m_begin; ic < m_end; ic += mc_step) {
                 const int mc = min_int(mc_step, m_end - ic);
+                /* micro-panels of h rows (row_height), panel p packed at a_pack + p * MR * kc */
+                const int h = row_height(mc, g->Bp && !g->trans_a), panels_m = ceil_div(mc, h);
+                const int last_rows = mc - (panels_m - 1) * h;
 #ifdef UKERNEL_ROWS
-                /* B prepacked, A row-major: tiles of MXCC_UKERNEL_ROWS_MIN_M rows or more read A in place;
-                 * only a last micro-panel of fewer rows is packed (the packed kernel reads its missing rows,
-                 * which must then read as zero, not past A's end) */
-                const int in_place = g->Bp && !g->trans_a;
-                const int packed_from = !in_place ? 0 : mc % MR >= MXCC_UKERNEL_ROWS_MIN_M ? mc : mc / MR * MR;
-                if (packed_from < mc)
-                    PACK_A(g->trans_a, mc - packed_from, kc, a_at(g, ic + packed_from, pc), (int)g->lda,
-                           a_pack + (long)packed_from * kc);
+                /* B prepacked, A row-major: tiles of MXCC_UKERNEL_ROWS_MIN_M rows or more read A in place,
+                 * unless its rows alias in L1 (a_rows_alias); only a last micro-panel of fewer rows is packed
+                 * (the packed kernel reads its missing rows, which must then read as zero, not past A's end) */
+                const int in_place = g->Bp && !g->trans_a && !a_rows_alias(g, mc);
 #else
-                PACK_A(g->trans_a, mc, kc, a_at(g, ic, pc), (int)g->lda, a_pack);
+                const int in_place = 0;
+                (void)last_rows;
 #endif
+                if (in_place) {
+#ifdef UKERNEL_ROWS
+                    if (last_rows < MXCC_UKERNEL_ROWS_MIN_M)
+                        PACK_A(g->trans_a, last_rows, kc, a_at(g, ic + mc - last_rows, pc), (int)g->lda,
+                               a_pack + (long)(panels_m - 1) * MR * kc);
+#endif
+                } else if (h == MR) {
+                    PACK_A(g->trans_a, mc, kc, a_at(g, ic, pc), (int)g->lda, a_pack);
+                } else {
+                    for (int p = 0; p < panels_m; p++)
+                        PACK_A(g->trans_a, min_int(h, mc - p * h), kc, a_at(g, ic + p * h, pc), (int)g->lda,
+                               a_pack + (long)p * MR * kc);
+                }
                 /* loop 2 (jr): NR-wide micro-panels of the B panel (this thread's share) */
                 for (int q = q_begin; q < q_end; q++) {
                     const int jr = q * NR;
                     const int n = min_int(NR, nc - jr);
                     const float *bq = g->Bp ? bp + (long)jr * K + (long)pc * NR  /* rows pc.. of a (K, NR) panel */
                                             : bp + (long)jr * kc;              /* (kc, NR) */
-                    /* loop 1 (ir): MR-tall micro-panels of the A block */
-                    for (int ir = 0; ir < mc; ir += MR) {
-                        const int m = min_int(MR, mc - ir);
+                    /* loop 1 (ir): micro-panels of the A block */
+                    for (int ir = 0; ir < mc; ir += h) {
+                        const int m = min_int(h, mc - ir);
                         float *c = g->C + (ic + ir) * g->ldc + jc + jr;  /* (m, n) tile of C */
 #ifdef UKERNEL_ROWS
                         if (in_place && m >= MXCC_UKERNEL_ROWS_MIN_M) {
@@ -336,7 +384,7 @@ static void gemm_loops(const gemm_problem *g, int nt, int tid, int ic_ways, int 
                                 continue;
                         } else
 #endif
-                        UKERNEL(kc, a_pack + (long)ir * kc, bq, c, (int)g->ldc, m, n, beta);
+                        UKERNEL(kc, a_pack + (long)(ir / h) * MR * kc, bq, c, (int)g->ldc, m, n, beta);
                         if (last && g->ep) {
                             /* the tile is final and still in L1: bias, activation, ... now */
                             mxcc_epilogue_apply_f32(g->ep, c, (int)g->ldc, ic + ir, jc + jr, m, n);
@@ -568,8 +616,13 @@ void mxcc_gemm_f32_packed_b(mxcc_gemm_ws *ws, int trans_a, int M, int N, int K, 
 {
     /* A batch of a few rows (M <= SMALLM_MAX) whose last row panel holds 1 or 2 (gemm_config.h,
      * SMALLM_PACKED_TAIL): those rows go to the panel kernel of smallm_packed_f32.c, which reads the same
-     * panels two rows at a time, instead of an edge tile computing 4 (AVX-512) or 3 (AVX2) rows. */
+     * panels two rows at a time, instead of an edge tile computing 4 (AVX-512) or 3 (AVX2) rows. On AVX-512
+     * the panels of more than MR rows have balanced heights (row_height), so only M <= 2 leaves such a panel. */
+#if defined(__AVX512F__)
+    const int tail = M <= MXCC_GEMM_SMALLM_PACKED_TAIL ? M : 0;
+#else
     const int tail = M % MR;
+#endif
     if (!trans_a && beta == 0.0f && M <= MXCC_GEMM_SMALLM_MAX && tail >= 1 && tail <= MXCC_GEMM_SMALLM_PACKED_TAIL
         && N > 0 && K > 0) {
         const int full = M - tail;

@@ -155,17 +155,19 @@ def test_gemm_runs_the_path_the_python_choice_predicts(gemm, march):
         lib.omp_set_num_threads(before)
 
 
-# ---- mxcc_gemm_f32_packed_b with a short last row panel (gemm_f32.c, gemm_config.h SMALLM_PACKED_TAIL) ----------
+# ---- mxcc_gemm_f32_packed_b's row panels (gemm_f32.c: row_height, a_rows_alias; SMALLM_PACKED_TAIL) -----------
 # A batch of at most SMALLM_MAX rows whose last row panel holds 1 or 2 rows: those rows come from the panel kernel
-# above (two rows at a time), the others from the micro-kernel. Against numpy, every epilogue vector on the right
-# rows (per column and per row, the residual), and the same bits at 1 and 2 threads.
+# above (two rows at a time), the others from the micro-kernel; on AVX-512 row panels of balanced heights, A
+# packed where its rows alias in L1 (a row stride of 4 KiB multiples: K = 1024). Against numpy, every epilogue
+# vector on the right rows (per column and per row, the residual), and the same bits at 1 and 2 threads.
 
 
 def _tail_sizes(mr):
     """M of one or two rows past whole panels (and 1, 2 alone), below and at SMALLM_MAX, with the N and K around
-    panel edges; one M past the tail bound, which the micro-kernel keeps."""
+    panel edges; one M past the tail bound, which the micro-kernel keeps; K = 1024 past one tile and SMALLM_MAX."""
     ms = sorted({1, 2, mr + 1, mr + 2, 2 * mr + 1, 2 * mr + 2, mr + 3} | {m for m in (31, 32) if m % mr in (1, 2)})
-    return [(m, n, k) for m in ms for n, k in ((70, 40), (33, 9), (1000, 257))]
+    return [(m, n, k) for m in ms for n, k in ((70, 40), (33, 9), (1000, 257))] + \
+        [(m, 70, 1024) for m in (8, 9, 16, 29, 64, 130)]
 
 
 def _packed_b(gemm, M, N, K, A, bp, C, ep=None):
@@ -179,7 +181,7 @@ def _packed_b(gemm, M, N, K, A, bp, C, ep=None):
 
 
 @pytest.mark.parametrize("per_row", [0, 1], ids=["per_column", "per_row"])
-def test_packed_b_short_last_panel(gemm, per_row):
+def test_packed_b_row_panels(gemm, per_row):
     ffi, lib = gemm
     rng = np.random.default_rng(4)
     before = lib.omp_get_max_threads()
