@@ -2,7 +2,8 @@
 
 Lowered to one call of the runtime GEMM with the weight in MXNet's (num_hidden, in) layout (the TRANS
 case, no copy); bias and any fused activation run in the GEMM's tile epilogue. In an inference plan a batch
-past the GEMM's small-M bound reads the weight packed once at bind time (`<net>_prepare`), not per call.
+past the GEMM's small-M bound, of 4 rows or more on 64+ outputs, or of one row reads the weight packed once at
+bind time (`<net>_prepare`), not per call (prepack_pays).
 """
 from __future__ import annotations
 
@@ -58,8 +59,9 @@ def gemm_small_m(m: int, k: int, trans_a: bool, trans_b: bool) -> bool:
 # One row (batch-1 inference) reads a constant weight packed at bind time too, through
 # mxcc_gemm_f32_small_m_packed_b (runtime_c/gemm/smallm_packed_f32.c: each A value broadcast against the panels,
 # no horizontal sums). One thread, C driver, same build: 784->128 3.4 vs 3.7 us, 128->64 0.155 vs 0.48 us,
-# 64->10 0.09-0.11 vs 0.17 us (the MLP's layers); at 2-4 rows the unpacked path's dot products win
-# (2 x 128 x 784: 4.2-4.7 vs 5.5 us), so only M = 1 takes it.
+# 64->10 0.09-0.11 vs 0.17 us (the MLP's layers); at 2-4 rows the unpacked path's dot products won
+# (2 x 128 x 784: 4.2-4.7 vs 5.5 us), so only M = 1 takes it (from 4 rows on 64+ outputs the packed
+# micro-kernel does: GEMM_PACKED_FROM_M below).
 SMALL_M_PACKED = 1
 
 

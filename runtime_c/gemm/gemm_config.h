@@ -116,8 +116,9 @@
 
 /* ---- a few rows against B packed at bind time (mxcc_gemm_f32_packed_b, M <= SMALLM_MAX) ------------------
  * mxcc/ops/fully_connected.py packs a constant weight for 4..32 rows too (GEMM_PACKED_FROM_M, with the data).
- * A last row panel of 1 or 2 rows (AVX2: M = 7, 8, 13, 14, ...; any build: M <= 2; AVX-512 balances its panel
- * heights instead, gemm_f32.c row_height) would be an edge tile computing 3 (AVX2) or 4 (AVX-512) rows; those
+ * A last row panel of 1 or 2 rows (AVX2 and plain C: M = 7, 8, 13, 14, ...; any build: M <= 2; AVX-512 balances
+ * its panel heights instead, gemm_f32.c row_height) would be an edge tile computing 3 (AVX2), 4 (AVX-512) or 6
+ * (plain C) rows; those
  * rows take the panel kernel of smallm_packed_f32.c instead, which computes rows in pairs (so up to 2 rows: a
  * third costs a second pass). Zen 4, 1 thread: AVX2 1024->1000 M = 8 202 -> 165 us; AVX-512 M = 2 75 -> 46. */
 #define MXCC_GEMM_SMALLM_PACKED_TAIL 2

@@ -5,6 +5,7 @@
  *   loop 3  ic  step MC  rows of C and A           A block (MC x KC) packed per thread, lives in L2
  *   loop 2  jr  step NR  one B micro-panel         stays in L1 across loop 1
  *   loop 1  ir  step MR  one A micro-panel         -> micro-kernel on one MR x NR tile of C
+ *                        (balanced heights up to MR with B prepacked on AVX-512: row_height)
  *
  * Threads: one job per call, split ic_ways x jr_ways (choose_ways): B micro-panels (loop 2) on 2 threads and
  * whenever M is small, rows of C (loop 3) when the panels run short; or, when that grid balances badly, the
@@ -18,7 +19,9 @@
  * B may also come prepacked (mxcc_gemm_f32_packed_b: weights packed once at bind time): then loop 4 reads
  * its slices in place and nothing is packed or shared for B; and a row-major A is read in place too, by the
  * build's in-place kernel (MXCC_UKERNEL_ROWS_F32: tiles of MXCC_UKERNEL_ROWS_MIN_M rows or more, a column
- * bias and a register activation on its registers), as MLAS does: only a last, shorter micro-panel is packed.
+ * bias and a register activation on its registers), as MLAS does: only a last, shorter micro-panel is packed,
+ * or the whole block where A's rows would alias in L1 (a_rows_alias). A batch of at most SMALLM_MAX rows hands
+ * a last panel of 1-2 rows to the panel kernel of smallm_packed_f32.c (mxcc_gemm_f32_packed_b).
  */
 #include <omp.h>
 #include <stdlib.h>
@@ -236,6 +239,8 @@ static int grid_ranges(int M, int N, int nt, int ic_ways, int jr_ways)
 static int row_height(int mc, int fc)
 {
 #if defined(__AVX512F__)
+    /* every panel but a block's last then reads A in place: at least ceil((MR + 1) / 2) rows */
+    _Static_assert((MR + 2) / 2 >= MXCC_UKERNEL_ROWS_MIN_M, "balanced panels of the in-place kernel's heights");
     return fc && mc > MR ? ceil_div(mc, ceil_div(mc, MR)) : MR;
 #else
     (void)mc;
@@ -617,7 +622,8 @@ void mxcc_gemm_f32_packed_b(mxcc_gemm_ws *ws, int trans_a, int M, int N, int K, 
     /* A batch of a few rows (M <= SMALLM_MAX) whose last row panel holds 1 or 2 (gemm_config.h,
      * SMALLM_PACKED_TAIL): those rows go to the panel kernel of smallm_packed_f32.c, which reads the same
      * panels two rows at a time, instead of an edge tile computing 4 (AVX-512) or 3 (AVX2) rows. On AVX-512
-     * the panels of more than MR rows have balanced heights (row_height), so only M <= 2 leaves such a panel. */
+     * the panels of more than MR rows have balanced heights (row_height), so only M <= 2 leaves such a panel
+     * (a row split between threads can still give one thread a short group: choose_ways weighs that). */
 #if defined(__AVX512F__)
     const int tail = M <= MXCC_GEMM_SMALLM_PACKED_TAIL ? M : 0;
 #else
