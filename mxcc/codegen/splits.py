@@ -69,7 +69,7 @@ def host_isa() -> str:
 @dataclass(frozen=True)
 class Split:
     """One runtime call's split at T threads."""
-    kernel: str                  # the runtime split modelled: gemm, gemm_small_m, gemm_row, conv1x1, conv_packed,
+    kernel: str                  # the runtime split modelled: gemm, batch_gemm, gemm_small_m, gemm_row, conv1x1, conv_packed,
                                  # winograd, direct, depthwise, softmax_rows, parts (a generated loop), openmp, serial
     threads: int                 # threads the work pays for: T, or fewer by the FLOPs rule (parallel.h)
     parts: int                   # chunks of its job (0: no job, the call runs serially or as an OpenMP region)
@@ -212,6 +212,19 @@ def gemm_split(M: int, N: int, K: int, T: int, isa: Isa, *, prepacked: bool, tra
     split = gemm_plan(M, N, nt, prepacked, isa)
     loads = tuple(float(len(part) * K) for part in split.tiles)
     return Split("gemm", nt, nt, atoms, loads, split.how)
+
+
+def batch_gemm_split(batch: int, M: int, N: int, K: int, T: int, isa: Isa, *, trans_a: bool = False,
+                     trans_b: bool = False) -> Split:
+    """mxcc_gemm_f32_batched (gemm_f32.c batched_parts): the entries in one part per thread the batch pays for
+    (one per entry if fewer), where that keeps the threads 3/4 busy; else each GEMM split on its own."""
+    nt = threads_for(2.0 * M * N * max(K, 1) * batch, T) if M > 0 and N > 0 else 1
+    parts = min(nt, batch)
+    if nt > 1 and batch >= 2 and batch / (nt * _cdiv(batch, parts)) >= 0.75:
+        loads = _padded([(e - b) * M * N * K for b, e in _ranges(batch, parts)], nt)
+        return Split("batch_gemm", nt, parts, batch, loads, f"{batch} GEMMs in {parts} parts")
+    s = gemm_split(M, N, K, T, isa, prepacked=False, trans_a=trans_a, trans_b=trans_b)
+    return replace(s, calls=s.calls * batch, how=f"{batch} GEMMs one after another, each {s.how}")
 
 
 @dataclass(frozen=True)
@@ -760,6 +773,9 @@ def call_split(call, T: int, isa: Isa | str) -> Split:
             return gemm_split(m, n, k, T, isa, prepacked=True, trans_a=trans_a)
         return gemm_split(m, n, k, T, isa, prepacked=False, trans_a=trans_a,
                           trans_b=str(v["trans_b"]) == "MXCC_TRANS")
+    if t == "kernels/batch_gemm.c.j2":
+        return batch_gemm_split(_int(v["batch"]), _int(v["m"]), _int(v["n"]), _int(v["k"]), T, isa,
+                                trans_a=str(v["trans_a"]) == "MXCC_TRANS", trans_b=str(v["trans_b"]) == "MXCC_TRANS")
     if t == "kernels/rnn.c.j2":
         mode = str(v["calls"][0]["fn"]).split("_")[2]   # mxcc_rnn_<mode>_f32
         return rnn_cells_split(mode, _int(v["T"]), _int(v["N"]), _int(v["H"]), len(v["calls"]), T)

@@ -579,6 +579,65 @@ void mxcc_gemm_f32(mxcc_gemm_ws *ws, int trans_a, int trans_b, int M, int N, int
     gemm_run(ws, &g);
 }
 
+/* ---- a batch of GEMMs of one shape (batch_dot) -------------------------------------------------------- */
+
+/* Entries [b0, b1) of part `part`, each GEMM serial on the buffers of whichever thread runs it (a call from a
+ * pool chunk or an OpenMP region takes gemm_run's nested path) */
+typedef struct batched_job {
+    mxcc_gemm_ws *ws;
+    const gemm_problem *g;
+    long batch, stride_a, stride_b, stride_c;
+    int parts;
+} batched_job;
+
+static void batched_part(void *arg, long part, int worker)
+{
+    const batched_job *j = arg;
+    (void)worker;
+    for (long b = mxcc_split_at(j->batch, j->parts, part); b < mxcc_split_at(j->batch, j->parts, part + 1); b++) {
+        gemm_problem g = *j->g;
+        g.A += b * j->stride_a;
+        g.B += b * j->stride_b;
+        g.C += b * j->stride_c;
+        gemm_run(j->ws, &g);
+    }
+}
+
+/* How many parts the entries of a batch split into (0: none, each GEMM splits its own work instead): one per
+ * thread the whole batch pays for, or one per entry when there are fewer entries, where that keeps the threads
+ * at least 3/4 busy (12 attention heads: 6 + 6 on 2 threads, 3 + 3 + 3 + 3 on 4, 12 of 16 threads). One job
+ * for the batch, where a parallel GEMM per entry meets its threads once per entry (BERT-base's attention
+ * scores, 12 x (128 x 128 x 64)). codegen/splits.py batch_gemm_split models it. */
+static int batched_parts(long batch, double flops, int threads)
+{
+    const int nt = mxcc_threads_for(flops, threads);
+    if (nt <= 1 || batch < 2)
+        return 0;
+    const int parts = batch < nt ? (int)batch : nt;
+    const long most = (batch + parts - 1) / parts;
+    return (double)batch / ((double)nt * most) >= 0.75 ? parts : 0;
+}
+
+void mxcc_gemm_f32_batched(mxcc_gemm_ws *ws, long batch, long stride_a, long stride_b, long stride_c, int trans_a,
+                           int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                           float beta, float *C, int ldc, const mxcc_epilogue *ep)
+{
+    const gemm_problem g = {
+        .trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K,
+        .A = A, .B = B, .C = C, .lda = lda, .ldb = ldb, .ldc = ldc,
+        .beta = beta != 0.0f, .ep = mxcc_epilogue_is_noop(ep) ? NULL : ep,
+    };
+    const int nested = omp_get_level() > 0 || mxcc_pool_in_chunk();
+    const int parts = nested || M <= 0 || N <= 0
+                    ? 0 : batched_parts(batch, 2.0 * M * N * (K > 0 ? K : 1) * batch,
+                                        mxcc_pool_threads(min_int(omp_get_max_threads(), ws->nslots)));
+    batched_job job = {ws, &g, batch, stride_a, stride_b, stride_c, parts > 0 ? parts : 1};
+    if (parts > 1)
+        mxcc_parallel_chunks(parts, parts, batched_part, &job);
+    else
+        batched_part(&job, 0, 0);
+}
+
 /* ---- prepacked B ------------------------------------------------------------------------------------- */
 
 long mxcc_gemm_packed_b_floats(int K, int N)

@@ -62,6 +62,13 @@ void mxcc_gemm_f32(mxcc_gemm_ws *ws, int trans_a, int trans_b, int M, int N, int
                    const float *A, int lda, const float *B, int ldb,
                    float beta, float *C, int ldc, const mxcc_epilogue *ep);
 
+/* A batch of `batch` GEMMs of one shape, entry b at A + b * stride_a, B + b * stride_b, C + b * stride_c (in
+ * floats), the same epilogue each (batch_dot). The entries are split between threads where they divide evenly
+ * enough, else each GEMM splits its own work; the bits are mxcc_gemm_f32's for each entry either way. */
+void mxcc_gemm_f32_batched(mxcc_gemm_ws *ws, long batch, long stride_a, long stride_b, long stride_c, int trans_a,
+                           int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                           float beta, float *C, int ldc, const mxcc_epilogue *ep);
+
 /* ---- B packed once, used by many calls (a layer's weights, packed at bind time by <net>_prepare) ----------
  * mxcc_gemm_pack_b_f32 writes op(B) (K x N) as the micro-panels the kernels read: ceil(N / NR) panels of
  * (K, NR) floats, row-major, columns past N zero. NR is the build's register tile width (16 or 32), so the
