@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from math import prod
 
-from mxcc.codegen.batchvar import is_dynamic
+from mxcc.codegen.batchvar import Cond, is_dynamic
 from mxcc.files import resource_dir
 from mxcc.errors import BuildError
 from mxcc.ops import register
@@ -80,15 +80,21 @@ def small_m_packed(m: int):
 #            800->512 M = 8 74 / 58, 32 284 / 228; 784->128 M = 8 17.3 / 14.0, 32 67.8 / 56.6
 #   AVX2:    1024->1000 M = 6 162 / 116, 12 328 / 226, 32 898 / 633; 784->128 M = 4 9.9 / 10.3, 32 77 / 57;
 #            128->64 M = 4 0.97 / 1.14, 8 1.87 / 1.36, 32 7.5 / 4.8
-# At 2-3 rows, and for narrow outputs (512->10, 256->24: up to 4x slower packed on AVX2, whose edge tiles
-# compute whole 16-column halves), the dot products stay.
+# Two rows go to the one-row kernel's panels (mxcc_gemm_f32_packed_b hands M <= 2 to it), which beats the dot
+# products there: us, small-M path / panels, AVX-512 1024->1000 57.5 / 45.8, 800->512 21.6 / 18.1, 784->128
+# 4.78 / 4.09, 128->64 0.57 / 0.41; AVX2 67.6 / 50.4, 23.7 / 20.8, 5.02 / 4.68, 0.52 / 0.45. At 3 rows (the
+# panels twice: 1024->1000 71 / 84) and for narrow outputs (512->10, 256->24: up to 4x slower packed on AVX2,
+# whose edge tiles compute whole 16-column halves), the dot products stay.
 GEMM_PACKED_FROM_M, GEMM_PACKED_FROM_N = 4, 64
 
 
 def packed_rows_pay(m, n: int):
     """Whether m rows (m <= GEMM_SMALL_M) of a GEMM with N = n columns run faster against a B packed at bind time
-    than by the small-M path. A Cond at a dynamic batch."""
-    return (m >= GEMM_PACKED_FROM_M) if n >= GEMM_PACKED_FROM_N else False
+    than by the small-M path: 2 rows, or GEMM_PACKED_FROM_M and more, on n >= GEMM_PACKED_FROM_N. A Cond at a
+    dynamic batch."""
+    if n < GEMM_PACKED_FROM_N:
+        return False
+    return (m >= GEMM_PACKED_FROM_M) | ((m >= 2) & (m <= 2))
 
 
 def unpacked_rows(m, k: int, n: int, trans_a: bool, trans_b: bool, packed: bool):
@@ -97,8 +103,8 @@ def unpacked_rows(m, k: int, n: int, trans_a: bool, trans_b: bool, packed: bool)
     not have packed B. 0 otherwise."""
     if not (packed and is_dynamic(m)):
         return 0
-    small = gemm_small_m(m, k, trans_a, trans_b)
-    return small & (m < GEMM_PACKED_FROM_M) if n >= GEMM_PACKED_FROM_N else small
+    small, pays = gemm_small_m(m, k, trans_a, trans_b), packed_rows_pay(m, n)
+    return small & (~pays if isinstance(pays, Cond) else not pays)
 
 
 def prepack_pays(m: int, trans_b: bool, k: int, n: int, trans_a: bool = False) -> bool:

@@ -83,12 +83,13 @@ def _wide_net():
 
 @needs_gcc
 def test_a_few_rows_read_wide_weights_packed(rng, tmp_path):
-    """4..32 rows against an output of 64 columns or more: the weight is packed at bind time and the packed
-    micro-kernel runs (with a last panel of 1-2 rows by the panel kernel); 2-3 rows keep the small-M path."""
+    """2 and 4..32 rows against an output of 64 columns or more: the weight is packed at bind time and read as
+    panels (the packed micro-kernel; 2 rows and a last panel of 1-2 rows by the one-row kernel's panels); 3 rows
+    keep the small-M path."""
     net, f = _wide_net(), np.float32
     p = {"fc1_weight": rng.standard_normal((96, 50)).astype(f), "fc1_bias": rng.standard_normal(96).astype(f),
          "fc2_weight": rng.standard_normal((70, 96)).astype(f), "fc2_bias": rng.standard_normal(70).astype(f)}
-    for batch, packed in [(3, 0), (4, 2), (15, 2), (16, 2), (29, 2), (32, 2)]:
+    for batch, packed in [(2, 2), (3, 0), (4, 2), (15, 2), (16, 2), (29, 2), (32, 2)]:
         x = rng.standard_normal((batch, 50)).astype(f)
         mod = mxcc.compile(net, {"data": x.shape}, p, out_dir=tmp_path / str(batch), name="net")
         src = (tmp_path / str(batch) / "net.c").read_text()

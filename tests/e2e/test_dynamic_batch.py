@@ -125,22 +125,22 @@ def test_marked_batch_dimension_and_a_time_major_axis():
 
 @needs_gcc
 def test_rows_a_multiple_of_the_batch_choose_their_gemm_path_per_call(tmp_path):
-    """FullyConnected(flatten=False) on (N, 2, 50): 2N rows. Against a weight packed at bind time, 2 rows (N = 1)
-    take the small-M path on the weight as it is, 4 and more the packed panels: a run-time test in the module
+    """FullyConnected(flatten=False) on (N, 3, 50): 3N rows. Against a weight packed at bind time, 3 rows (N = 1)
+    take the small-M path on the weight as it is, 6 and more the packed panels: a run-time test in the module
     (kernels/gemm.c.j2), each batch against numpy."""
     x = mxcc.sym.Variable("data")
     y = mxcc.sym.FullyConnected(x, num_hidden=70, flatten=False, name="fc")
     rng = np.random.default_rng(1)
     params = {"fc_weight": rng.standard_normal((70, 50)).astype(np.float32),
               "fc_bias": rng.standard_normal(70).astype(np.float32)}
-    dyn = mxcc.compile(y, {"data": (8, 2, 50)}, params, dynamic_batch=True, out_dir=tmp_path / "d", name="net")
+    dyn = mxcc.compile(y, {"data": (8, 3, 50)}, params, dynamic_batch=True, out_dir=tmp_path / "d", name="net")
     src = (tmp_path / "d" / "net.c").read_text()
     assert "mxcc_gemm_f32(" in src and "mxcc_gemm_f32_packed_b(" in src
-    data = rng.standard_normal((8, 2, 50)).astype(np.float32)
+    data = rng.standard_normal((8, 3, 50)).astype(np.float32)
     for n in (1, 2, 5, 8):
         got = dyn.forward(data=data[:n])[0]
         ref = data[:n].astype(np.float64) @ params["fc_weight"].T + params["fc_bias"]
-        assert got.shape == (n, 2, 70) and rel_err(got, ref) <= 1e-6, n
+        assert got.shape == (n, 3, 70) and rel_err(got, ref) <= 1e-6, n
 
 
 @needs_gcc

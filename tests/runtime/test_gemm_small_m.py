@@ -108,10 +108,10 @@ def test_python_small_m_choice_is_the_c_dispatch(gemm):
     for m, k, ta, tb in _grid(fc.GEMM_SMALL_M_A):
         c_small = bool(lib.mxcc_gemm_small_m(m, k, ta, tb))
         assert fc.gemm_small_m(m, k, bool(ta), bool(tb)) == c_small, (m, k, ta, tb)
-        # a weight is packed where the small-M path would not read it, or where packed rows pay: from
-        # GEMM_PACKED_FROM_M rows on outputs of GEMM_PACKED_FROM_N columns or more, never on narrower ones
+        # a weight is packed where the small-M path would not read it, or where packed rows pay: 2 rows and
+        # from GEMM_PACKED_FROM_M rows on outputs of GEMM_PACKED_FROM_N columns or more, never on narrower ones
         for n in (10, fc.GEMM_PACKED_FROM_N - 1, fc.GEMM_PACKED_FROM_N, 1000):
-            wide = n >= fc.GEMM_PACKED_FROM_N and m >= fc.GEMM_PACKED_FROM_M
+            wide = n >= fc.GEMM_PACKED_FROM_N and (m == 2 or m >= fc.GEMM_PACKED_FROM_M)
             assert fc.prepack_pays(m, bool(tb), k, n, bool(ta)) == (m == 1 or not c_small or wide), (m, k, n, ta, tb)
 
 
