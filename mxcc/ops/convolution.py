@@ -364,7 +364,7 @@ def _lower_dense(a: ConvAttrs, ctx, x):
     m, k, o = x[0], x[1], a.num_filter
     return "kernels/gemm.c.j2", dict(
         m=m, n=o, k=k, trans_a="MXCC_NO_TRANS", trans_b="MXCC_TRANS",
-        a="data", lda=k, b="weight", ldb=k, c="out", ldc=o, small_m=small_m_packed(m),
+        a="data", lda=k, b="weight", ldb=k, c="out", ldc=o, small_m=small_m_packed(m, o),
         bp=ctx.packed_input("weight", gemm_pack_b(k, o, trans=True)) if prepack_pays(m, True, k, o) else None,
         unpacked=unpacked_rows(m, k, o, False, True, prepack_pays(m, True, k, o)),
         epilogue=ctx.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=False, ld_residual=o),

@@ -69,7 +69,7 @@ def _gemm_vars(m, n, k, ta, tb, lda, ldb, what, ctx, *, batched=False) -> dict:
     return dict(m=m, n=n, k=k, trans_a="MXCC_TRANS" if ta else "MXCC_NO_TRANS",
                 trans_b="MXCC_TRANS" if tb else "MXCC_NO_TRANS", a="lhs", lda=lda, b="rhs", ldb=ldb,
                 c="out", ldc=n, epilogue=ctx.gemm_epilogue(bias=None, per_row=False), what=what,
-                **({} if batched else {"bp": bp, "small_m": small_m_packed(m),
+                **({} if batched else {"bp": bp, "small_m": small_m_packed(m, n),
                                        "unpacked": unpacked_rows(m, k, n, ta, tb, bp is not None)}))
 
 

@@ -64,12 +64,25 @@ def gemm_small_m(m: int, k: int, trans_a: bool, trans_b: bool) -> bool:
 # micro-kernel does: GEMM_PACKED_FROM_M below).
 SMALL_M_PACKED = 1
 
+# The panels are whole: NR columns each (32 on AVX-512, 16 on AVX2), so an output of a few columns computes a
+# panel mostly of padding. Zen 4, 1 thread, one row, us, dot products / panels: AVX-512 500->10 0.24 / 0.60,
+# 2048->10 0.93 / 2.34, 512->40 0.80 / 1.18, 512->48 0.95 / 1.18, 512->32 0.65 / 0.62, 512->64 1.26 / 1.18,
+# 1024->1000 52.3 / 43.8; AVX2 500->10 0.20 / 0.31, 512->40 0.75 / 0.94, 512->64 1.19 / 1.21. So the panels
+# serve one or two rows where the columns fill them to PANEL_FILL (counted in 32-column panels, the widest).
+PANEL_COLUMNS, PANEL_FILL = 32, 0.9
 
-def small_m_packed(m: int):
-    """Whether a GEMM of m rows with a B packed at bind time runs mxcc_gemm_f32_small_m_packed_b. For one row
+
+def panels_filled(n) -> bool:
+    """Whether n output columns fill their 32-column weight panels to PANEL_FILL."""
+    return n >= PANEL_FILL * -(-n // PANEL_COLUMNS) * PANEL_COLUMNS
+
+
+def small_m_packed(m: int, n: int | None = None):
+    """Whether a GEMM of m rows (n output columns, None: not weighed) with a B packed at bind time runs
+    mxcc_gemm_f32_small_m_packed_b: one row, where the columns fill the panels (panels_filled). For one row
     op(A) is the same contiguous vector whether A is transposed or not. With a dynamic batch: a Cond, the
     template tests it at run time."""
-    return m <= SMALL_M_PACKED
+    return m <= SMALL_M_PACKED if n is None or panels_filled(n) else False
 
 
 # A few rows against a weight packed at bind time: the packed micro-kernel has only A to pack, and from 4 rows
@@ -94,7 +107,7 @@ def packed_rows_pay(m, n: int):
     dynamic batch."""
     if n < GEMM_PACKED_FROM_N:
         return False
-    return (m >= GEMM_PACKED_FROM_M) | ((m >= 2) & (m <= 2))
+    return (m >= GEMM_PACKED_FROM_M) | ((m >= 2) & (m <= 2) if panels_filled(n) else False)
 
 
 def unpacked_rows(m, k: int, n: int, trans_a: bool, trans_b: bool, packed: bool):
@@ -114,7 +127,7 @@ def prepack_pays(m: int, trans_b: bool, k: int, n: int, trans_a: bool = False) -
     every batch: it pays when it does at the maximum or at one row (N = 1 takes the one-row path)."""
     if is_dynamic(m):
         return prepack_pays(m.at(1), trans_b, k, n, trans_a) or prepack_pays(m.at_max, trans_b, k, n, trans_a)
-    return small_m_packed(m) or not gemm_small_m(m, k, trans_a, trans_b) or packed_rows_pay(m, n)
+    return small_m_packed(m, n) or not gemm_small_m(m, k, trans_a, trans_b) or packed_rows_pay(m, n)
 
 
 @dataclass(frozen=True)
@@ -160,7 +173,7 @@ def _lower(a: FCAttrs, ctx):
     (m, k), n = _mk(a, ctx.in_type("data").shape), a.num_hidden
     return "kernels/gemm.c.j2", dict(
         m=m, n=a.num_hidden, k=k, trans_a="MXCC_NO_TRANS", trans_b="MXCC_TRANS",
-        a="data", lda=k, b="weight", ldb=k, c="out", ldc=a.num_hidden, small_m=small_m_packed(m),
+        a="data", lda=k, b="weight", ldb=k, c="out", ldc=a.num_hidden, small_m=small_m_packed(m, n),
         bp=ctx.packed_input("weight", gemm_pack_b(k, n, trans=True)) if prepack_pays(m, True, k, n) else None,
         unpacked=unpacked_rows(m, k, n, False, True, prepack_pays(m, True, k, n) and "weight" in ctx.const),
         epilogue=ctx.gemm_epilogue(bias=None if a.no_bias else "bias", per_row=False, ld_residual=a.num_hidden),

@@ -19,20 +19,20 @@ def _body(src: str, fn: str) -> str:
     return src[start:src.index("\n}\n", start)]
 
 
-def _net():
+def _net(h1=40, h2=24, out=7):
     """fc1 (weight a param) -> relu -> fc2 (weight folded from a param: transpose(w2) * 0.5) -> dot(., w3)."""
     with sym.NameManager():
         d = sym.var("data")
-        h = sym.relu(sym.FullyConnected(d, num_hidden=40, name="fc1"))
-        w2 = sym.transpose(sym.var("w2", shape=(40, 24)) * 0.5, name="w2t")          # (24, 40)
-        h = sym.FullyConnected(h, weight=w2, num_hidden=24, no_bias=True, name="fc2")
-        return sym.dot(h, sym.var("w3", shape=(24, 7)), name="out")
+        h = sym.relu(sym.FullyConnected(d, num_hidden=h1, name="fc1"))
+        w2 = sym.transpose(sym.var("w2", shape=(h1, h2)) * 0.5, name="w2t")          # (h2, h1)
+        h = sym.FullyConnected(h, weight=w2, num_hidden=h2, no_bias=True, name="fc2")
+        return sym.dot(h, sym.var("w3", shape=(h2, out)), name="out")
 
 
-def _params(rng, shift=0.0):
+def _params(rng, shift=0.0, h1=40, h2=24, out=7):
     f = np.float32
-    return {"fc1_weight": rng.standard_normal((40, 33)).astype(f) + shift, "fc1_bias": rng.standard_normal(40).astype(f),
-            "w2": rng.standard_normal((40, 24)).astype(f), "w3": rng.standard_normal((24, 7)).astype(f)}
+    return {"fc1_weight": rng.standard_normal((h1, 33)).astype(f) + shift, "fc1_bias": rng.standard_normal(h1).astype(f),
+            "w2": rng.standard_normal((h1, h2)).astype(f), "w3": rng.standard_normal((h2, out)).astype(f)}
 
 
 def _ref(p, x):
@@ -89,7 +89,8 @@ def test_a_few_rows_read_wide_weights_packed(rng, tmp_path):
     net, f = _wide_net(), np.float32
     p = {"fc1_weight": rng.standard_normal((96, 50)).astype(f), "fc1_bias": rng.standard_normal(96).astype(f),
          "fc2_weight": rng.standard_normal((70, 96)).astype(f), "fc2_bias": rng.standard_normal(70).astype(f)}
-    for batch, packed in [(2, 2), (3, 0), (4, 2), (15, 2), (16, 2), (29, 2), (32, 2)]:
+    # 2 rows: fc1's 96 columns fill three panels, fc2's 70 do not (panels_filled): one weight packed
+    for batch, packed in [(2, 1), (3, 0), (4, 2), (15, 2), (16, 2), (29, 2), (32, 2)]:
         x = rng.standard_normal((batch, 50)).astype(f)
         mod = mxcc.compile(net, {"data": x.shape}, p, out_dir=tmp_path / str(batch), name="net")
         src = (tmp_path / str(batch) / "net.c").read_text()
@@ -100,17 +101,22 @@ def test_a_few_rows_read_wide_weights_packed(rng, tmp_path):
 
 @needs_gcc
 def test_batch_one_reads_packed_weights_by_broadcast(rng, tmp_path):
-    """Batch 1: every GEMM with a constant B (FullyConnected's weight, the folded one, dot's rhs) reads panels
-    packed by net_prepare through mxcc_gemm_f32_small_m_packed_b; right after set_params too; under ASan/UBSan."""
-    p1, p2 = _params(rng), _params(rng, shift=1.0)
+    """Batch 1: every GEMM with a constant B (FullyConnected's weight, the folded one, dot's rhs) whose columns
+    fill the weight panels (64, 32, 96) reads panels packed by net_prepare through mxcc_gemm_f32_small_m_packed_b;
+    right after set_params too; under ASan/UBSan. Narrow outputs (40, 24, 7) keep the dot products."""
+    wide = dict(h1=64, h2=32, out=96)
+    p1, p2 = _params(rng, **wide), _params(rng, shift=1.0, **wide)
     x = rng.standard_normal((1, 33)).astype(np.float32)
-    mod = mxcc.compile(_net(), {"data": x.shape}, p1, out_dir=tmp_path / "one", name="net")
+    mod = mxcc.compile(_net(**wide), {"data": x.shape}, p1, out_dir=tmp_path / "one", name="net")
     src = (tmp_path / "one" / "net.c").read_text()
     assert src.count("mxcc_gemm_f32_small_m_packed_b(") == 3 and "mxcc_gemm_f32(" not in src
     assert rel_err(mod.forward(data=x)[0], _ref(p1, x)) <= 1e-5
     mod.set_params(p2)
     assert rel_err(mod.forward(data=x)[0], _ref(p2, x)) <= 1e-5
-    out = mxcc.compile(_net(), {"data": (1, 33)}, sanitize=True, out_dir=tmp_path / "san", name="net")
+    narrow = mxcc.compile(_net(), {"data": x.shape}, _params(rng), out_dir=tmp_path / "narrow", name="net")
+    src = (tmp_path / "narrow" / "net.c").read_text()
+    assert "mxcc_gemm_f32_small_m_packed_b(" not in src and src.count("mxcc_gemm_f32(") == 2   # dot's rhs: packed
+    out = mxcc.compile(_net(**wide), {"data": (1, 33)}, sanitize=True, out_dir=tmp_path / "san", name="net")
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1")
     r = subprocess.run([str(out / "net_bench"), "--iters", "2", "--warmup", "1"], capture_output=True, text=True,
                        env=env, timeout=300)

@@ -110,9 +110,12 @@ def test_python_small_m_choice_is_the_c_dispatch(gemm):
         assert fc.gemm_small_m(m, k, bool(ta), bool(tb)) == c_small, (m, k, ta, tb)
         # a weight is packed where the small-M path would not read it, or where packed rows pay: 2 rows and
         # from GEMM_PACKED_FROM_M rows on outputs of GEMM_PACKED_FROM_N columns or more, never on narrower ones
-        for n in (10, fc.GEMM_PACKED_FROM_N - 1, fc.GEMM_PACKED_FROM_N, 1000):
-            wide = n >= fc.GEMM_PACKED_FROM_N and (m == 2 or m >= fc.GEMM_PACKED_FROM_M)
-            assert fc.prepack_pays(m, bool(tb), k, n, bool(ta)) == (m == 1 or not c_small or wide), (m, k, n, ta, tb)
+        # (1 and 2 rows only where the columns fill the 32-column panels: panels_filled)
+        for n in (10, 40, fc.GEMM_PACKED_FROM_N - 1, fc.GEMM_PACKED_FROM_N, 65, 1000):
+            filled = n >= 0.9 * -(-n // 32) * 32
+            wide = n >= fc.GEMM_PACKED_FROM_N and ((m == 2 and filled) or m >= fc.GEMM_PACKED_FROM_M)
+            assert fc.prepack_pays(m, bool(tb), k, n, bool(ta)) == ((m == 1 and filled) or not c_small or wide), \
+                (m, k, n, ta, tb)
 
 
 def test_gemm_runs_the_path_the_python_choice_predicts(gemm, march):
