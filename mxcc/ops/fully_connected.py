@@ -65,8 +65,8 @@ def gemm_small_m(m: int, k: int, trans_a: bool, trans_b: bool) -> bool:
 SMALL_M_PACKED = 1
 
 # The panels are whole: NR columns each (32 on AVX-512, 16 on AVX2), so an output of a few columns computes a
-# panel mostly of padding. Zen 4, 1 thread, one row, us, dot products / panels: AVX-512 500->10 0.24 / 0.60,
-# 2048->10 0.93 / 2.34, 512->40 0.80 / 1.18, 512->48 0.95 / 1.18, 512->32 0.65 / 0.62, 512->64 1.26 / 1.18,
+# panel mostly of padding. Zen 4, 1 thread, one row (benchmarks/gemm_paths.c), us, dot products / panels:
+# AVX-512 500->10 0.24 / 0.60, 2048->10 0.93 / 2.34, 512->40 0.80 / 1.18, 512->48 0.95 / 1.18, 512->32 0.65 / 0.62, 512->64 1.26 / 1.18,
 # 1024->1000 52.3 / 43.8; AVX2 500->10 0.20 / 0.31, 512->40 0.75 / 0.94, 512->64 1.19 / 1.21. So the panels
 # serve one or two rows where the columns fill them to PANEL_FILL (counted in 32-column panels, the widest).
 PANEL_COLUMNS, PANEL_FILL = 32, 0.9
@@ -87,8 +87,8 @@ def small_m_packed(m: int, n: int | None = None):
 
 # A few rows against a weight packed at bind time: the packed micro-kernel has only A to pack, and from 4 rows
 # it beats the small-M path's dot products wherever the weight spans a few panels (N >= 64). Zen 4 (AMD EPYC
-# family 25 model 17), 1 thread, best of 5 alternating in one process, us, small-M path / packed B (with
-# gemm_f32.c's short last panels by the panel kernel), 2026-11-28:
+# family 25 model 17), 1 thread, benchmarks/gemm_paths.c (best of 5 alternating), us, small-M path / packed B
+# (with gemm_f32.c's short last panels by the panel kernel), 2026-11-28:
 #   AVX-512: 1024->1000 M = 4 119 / 79, 8 202 / 147, 16 393 / 380, 24 598 / 527, 32 790 / 750;
 #            800->512 M = 8 74 / 58, 32 284 / 228; 784->128 M = 8 17.3 / 14.0, 32 67.8 / 56.6
 #   AVX2:    1024->1000 M = 6 162 / 116, 12 328 / 226, 32 898 / 633; 784->128 M = 4 9.9 / 10.3, 32 77 / 57;
