@@ -66,7 +66,8 @@ SMALL_M_PACKED = 1
 
 # The panels are whole: NR columns each (32 on AVX-512, 16 on AVX2), so an output of a few columns computes a
 # panel mostly of padding. Zen 4, 1 thread, one row (benchmarks/gemm_paths.c), us, dot products / panels:
-# AVX-512 500->10 0.24 / 0.60, 2048->10 0.93 / 2.34, 512->40 0.80 / 1.18, 512->48 0.95 / 1.18, 512->32 0.65 / 0.62, 512->64 1.26 / 1.18,
+# AVX-512 500->10 0.24 / 0.60, 2048->10 0.93 / 2.34, 512->40 0.80 / 1.18, 512->48 0.95 / 1.18,
+# 512->32 0.65 / 0.62, 512->64 1.26 / 1.18,
 # 1024->1000 52.3 / 43.8; AVX2 500->10 0.20 / 0.31, 512->40 0.75 / 0.94, 512->64 1.19 / 1.21. So the panels
 # serve one or two rows where the columns fill them to PANEL_FILL (counted in 32-column panels, the widest).
 PANEL_COLUMNS, PANEL_FILL = 32, 0.9
