@@ -69,8 +69,9 @@ def host_isa() -> str:
 @dataclass(frozen=True)
 class Split:
     """One runtime call's split at T threads."""
-    kernel: str                  # the runtime split modelled: gemm, batch_gemm, gemm_small_m, gemm_row, conv1x1, conv_packed,
-                                 # winograd, direct, depthwise, softmax_rows, parts (a generated loop), openmp, serial
+    kernel: str                  # the runtime split modelled: gemm, batch_gemm, gemm_small_m, gemm_row, conv1x1,
+                                 # conv_packed, winograd, direct, depthwise, softmax_rows, parts (a generated loop),
+                                 # openmp, serial
     threads: int                 # threads the work pays for: T, or fewer by the FLOPs rule (parallel.h)
     parts: int                   # chunks of its job (0: no job, the call runs serially or as an OpenMP region)
     atoms: int                   # the finest independent units of its work

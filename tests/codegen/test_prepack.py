@@ -31,7 +31,8 @@ def _net(h1=40, h2=24, out=7):
 
 def _params(rng, shift=0.0, h1=40, h2=24, out=7):
     f = np.float32
-    return {"fc1_weight": rng.standard_normal((h1, 33)).astype(f) + shift, "fc1_bias": rng.standard_normal(h1).astype(f),
+    return {"fc1_weight": rng.standard_normal((h1, 33)).astype(f) + shift,
+            "fc1_bias": rng.standard_normal(h1).astype(f),
             "w2": rng.standard_normal((h1, h2)).astype(f), "w3": rng.standard_normal((h2, out)).astype(f)}
 
 

@@ -197,7 +197,8 @@ def test_packed_b_row_panels(gemm, per_row):
             W, bp, _ = _pack(gemm, rng, N, K)
             vec = M if per_row else N
             scale, shift, bias = (rng.uniform(0.5, 2, vec).astype(np.float32),
-                                  rng.uniform(-3, 3, vec).astype(np.float32), rng.standard_normal(vec).astype(np.float32))
+                                  rng.uniform(-3, 3, vec).astype(np.float32),
+                                  rng.standard_normal(vec).astype(np.float32))
             residual = padded(rng, M, N, 3)
             keep = [fbuf(ffi, v) for v in (scale, shift, bias, residual)]
             ep = ffi.new("mxcc_epilogue *", {"scale": keep[0], "shift": keep[1], "bias": keep[2], "per_row": per_row,
