@@ -2,8 +2,8 @@
 
 Lowered to one call of the runtime GEMM with the weight in MXNet's (num_hidden, in) layout (the TRANS
 case, no copy); bias and any fused activation run in the GEMM's tile epilogue. In an inference plan a batch
-past the GEMM's small-M bound, of 4 rows or more on 64+ outputs, or of one row reads the weight packed once at
-bind time (`<net>_prepare`), not per call (prepack_pays).
+past the GEMM's small-M bound, of 4 rows or more on 64+ outputs, or of one or two rows whose outputs fill the
+weight panels reads the weight packed once at bind time (`<net>_prepare`), not per call (prepack_pays).
 """
 from __future__ import annotations
 
@@ -108,6 +108,7 @@ def packed_rows_pay(m, n: int):
     dynamic batch."""
     if n < GEMM_PACKED_FROM_N:
         return False
+    # m == 2 as two comparisons: an Extent's == is structural (batchvar.py), its <= and >= give run-time tests
     return (m >= GEMM_PACKED_FROM_M) | ((m >= 2) & (m <= 2) if panels_filled(n) else False)
 
 

@@ -256,6 +256,7 @@ static int row_height(int mc, int fc)
  * 2 KiB multiples (K = 512, 1536, 2560) and K = 784, 800 within 2% either way; a block of 8 rows or fewer
  * (one tile) faster in place (2048->512 M = 8 150 / 219). The AVX2 kernel's 6 rows stay in place (A packed
  * instead: 11 shapes, K = 768..4096, M = 12..256, within -14%..+7% and mostly 5%: no rule found). */
+#ifdef UKERNEL_ROWS
 static int a_rows_alias(const gemm_problem *g, int mc)
 {
 #if defined(__AVX512F__)
@@ -266,6 +267,7 @@ static int a_rows_alias(const gemm_problem *g, int mc)
     return 0;
 #endif
 }
+#endif
 
 /* The five loops, run by thread `tid` of a team of `nt` split ic_ways x jr_ways (nt == 1: serial).
  * a_pack: (MC, KC) this thread's; b_pack[2]: two (KC, NC) buffers shared by the team (the same buffer
@@ -567,15 +569,22 @@ static void gemm_run(mxcc_gemm_ws *ws, const gemm_problem *g)
     }
 }
 
-void mxcc_gemm_f32(mxcc_gemm_ws *ws, int trans_a, int trans_b, int M, int N, int K,
-                   const float *A, int lda, const float *B, int ldb,
-                   float beta, float *C, int ldc, const mxcc_epilogue *ep)
+/* mxcc_gemm_f32's arguments as the problem the loops read (B as it is, not prepacked) */
+static gemm_problem problem_of(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
+                               int ldb, float beta, float *C, int ldc, const mxcc_epilogue *ep)
 {
-    const gemm_problem g = {
+    return (gemm_problem){
         .trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K,
         .A = A, .B = B, .C = C, .lda = lda, .ldb = ldb, .ldc = ldc,
         .beta = beta != 0.0f, .ep = mxcc_epilogue_is_noop(ep) ? NULL : ep,
     };
+}
+
+void mxcc_gemm_f32(mxcc_gemm_ws *ws, int trans_a, int trans_b, int M, int N, int K,
+                   const float *A, int lda, const float *B, int ldb,
+                   float beta, float *C, int ldc, const mxcc_epilogue *ep)
+{
+    const gemm_problem g = problem_of(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, ep);
     gemm_run(ws, &g);
 }
 
@@ -622,11 +631,7 @@ void mxcc_gemm_f32_batched(mxcc_gemm_ws *ws, long batch, long stride_a, long str
                            int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                            float beta, float *C, int ldc, const mxcc_epilogue *ep)
 {
-    const gemm_problem g = {
-        .trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K,
-        .A = A, .B = B, .C = C, .lda = lda, .ldb = ldb, .ldc = ldc,
-        .beta = beta != 0.0f, .ep = mxcc_epilogue_is_noop(ep) ? NULL : ep,
-    };
+    const gemm_problem g = problem_of(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, ep);
     const int nested = omp_get_level() > 0 || mxcc_pool_in_chunk();
     const int parts = nested || M <= 0 || N <= 0
                     ? 0 : batched_parts(batch, 2.0 * M * N * (K > 0 ? K : 1) * batch,
